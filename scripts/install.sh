@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Install everything into .venv at the repository root.
+#   bash scripts/install.sh            # runtime + demo (Streamlit)
+#   bash scripts/install.sh --test     # also the browser-test packages (chromium, chromium-driver)
+# System packages (Debian/Ubuntu): poppler-utils (pdftoppm), tesseract-ocr (OCR of scanned pages).
+# A CUDA machine: install your CUDA torch into .venv first; torch==2.13.0 from PyPI is a CUDA build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+MODE="${1:-}"
+APT_PACKAGES=(poppler-utils tesseract-ocr tesseract-ocr-eng)
+if [[ "$MODE" == "--test" ]]; then
+  APT_PACKAGES+=(chromium chromium-driver)
+fi
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  echo "[install] system packages missing: ${missing[*]}"
+  if command -v apt-get >/dev/null 2>&1; then
+    SUDO=""
+    if [[ $(id -u) -ne 0 ]]; then
+      if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+        echo "[install] not root and no sudo: run 'apt-get install -y ${missing[*]}' as root" >&2; exit 1
+      fi
+    fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "[install] no apt-get: install ${missing[*]} with your package manager" >&2; exit 1
+  fi
+fi
+
+PYTHON="${PYTHON:-python3}"
+"$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' \
+  || { echo "[install] Python >= 3.10 is required ($PYTHON is $("$PYTHON" --version 2>&1))" >&2; exit 1; }
+[[ -x .venv/bin/python ]] || "$PYTHON" -m venv .venv
+.venv/bin/python -m pip install -q --disable-pip-version-check -r requirements_demo.txt
+.venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
+echo "[install] done: $(.venv/bin/python -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)')"

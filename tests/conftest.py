@@ -1,0 +1,82 @@
+"""Session-wide fixtures: tiny offline models, the generated sample corpus, and its index.
+
+Nothing here downloads: models are built from configs through the real classes (testkit), and
+the corpus is drawn by the project's own generator. Fixtures that need `../shared` skip with a
+reason when it is absent (a user's clone has no `../shared`).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("OMP_THREAD_LIMIT", "1")  # tesseract: 1.5 s instead of 5 s per dense page
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import testkit  # noqa: E402,F401  (installs the torchvision shim before anything imports it)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DIR = Path(os.environ.get("VRAG_SHARED_DIR", REPO_ROOT.parent / "shared"))
+SHARED_CORPUS = SHARED_DIR / "data" / "vrag_example_corpus"
+
+
+@pytest.fixture(scope="session")
+def shared_corpus_dir() -> Path:
+    if not (SHARED_CORPUS / "colqwen2_v1.0_page_embeddings.npz").exists():
+        pytest.skip(f"shared reference data not found at {SHARED_CORPUS} (only present on the project's machines)")
+    return SHARED_CORPUS
+
+
+@pytest.fixture(scope="session")
+def tiny_colqwen2_dir(tmp_path_factory) -> Path:
+    from testkit.tiny_models import build_tiny_colqwen2
+
+    return build_tiny_colqwen2(tmp_path_factory.mktemp("models") / "tiny-colqwen2")
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen25vl_dir(tmp_path_factory) -> Path:
+    from testkit.tiny_models import build_tiny_qwen25vl
+
+    return build_tiny_qwen25vl(tmp_path_factory.mktemp("models") / "tiny-qwen25vl")
+
+
+@pytest.fixture(scope="session")
+def sample_corpus(tmp_path_factory):
+    from search_engine.sample_corpus import generate_sample_corpus
+
+    return generate_sample_corpus(tmp_path_factory.mktemp("sample_corpus"))
+
+
+@pytest.fixture(scope="session")
+def sample_index(tmp_path_factory, sample_corpus, tiny_colqwen2_dir) -> Path:
+    """The sample corpus ingested with both channels: tiny random ColQwen2 and the real MiniLM."""
+    from search_engine.ingest import Ingestor
+
+    index_dir = tmp_path_factory.mktemp("index") / "sample"
+    report = Ingestor(index_dir, visual_model=str(tiny_colqwen2_dir), text_model="minilm", progress=False).add(
+        sample_corpus.files
+    )
+    assert not report.failed, report.failed
+    return index_dir
+
+
+@pytest.fixture(scope="session")
+def sample_engine(sample_index):
+    from search_engine.engine import SearchEngine
+
+    return SearchEngine.load(sample_index)
+
+
+@pytest.fixture(scope="session")
+def search_server(sample_engine):
+    """The real search API on a loopback port, serving the sample index."""
+    from search_engine.api import create_app
+    from testkit.loopback import LoopbackServer
+
+    server = LoopbackServer(create_app(engine=sample_engine)).start()
+    yield server
+    server.stop()

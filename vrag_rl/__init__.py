@@ -1,0 +1,17 @@
+"""VRAG: a visual retrieval-augmented reasoning agent and its RL training environment.
+
+`from vrag_rl import VRAG` is the agent shared by the demo, the evaluation and the trainer.
+"""
+from search_engine._compat import install_torchvision_hook
+
+install_torchvision_hook()
+
+__all__ = ["VRAG"]
+
+
+def __getattr__(name: str):
+    if name == "VRAG":
+        from vrag_rl.agent.vrag import VRAG
+
+        return VRAG
+    raise AttributeError(name)
