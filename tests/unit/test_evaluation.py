@@ -431,3 +431,13 @@ def test_cli_runs_fake_agent(monkeypatch, tmp_path, sample_corpus, capsys):
     assert "em (%)" in capsys.readouterr().out
 
     assert main(["--dataset", str(tmp_path / "missing.json")]) == 2
+
+
+def test_dataset_doc_ids_agree_with_the_corpus_rule():
+    """Page ids from datasets must equal the ids the ingestion gives the same PDFs."""
+    from vrag_rl.evaluation.dataset import _doc_id_fallback, doc_id_for_file
+
+    names = ["acme_annual_report_2023.pdf", "--My Report (final).pdf", "a b/c.d.pdf", "x" * 200 + ".pdf",
+             "été 2024.pdf"]
+    for name in names:
+        assert doc_id_for_file(name) == _doc_id_fallback(name.rsplit("/", 1)[-1][: -len(".pdf")]), name

@@ -8,6 +8,7 @@ metrics compare like with like.
 """
 from __future__ import annotations
 
+import inspect
 import json
 import random
 import re
@@ -31,10 +32,19 @@ def _doc_id_fallback(stem: str) -> str:
 
 
 def doc_id_for_file(file_name: str) -> str:
-    """The corpus doc id of a PDF named in a dataset (its sanitised stem)."""
-    if _corpus_doc_id_for is not None:
-        return _corpus_doc_id_for(Path(file_name))
-    return _doc_id_fallback(Path(file_name).stem)
+    """The corpus doc id of a PDF named in a dataset (its sanitised stem).
+
+    Passes an empty `taken` set where the corpus rule takes one: the dataset cannot know which
+    ids the ingestion de-duplicated, so names that clash after sanitising are not supported.
+    """
+    if _corpus_doc_id_for is None:
+        return _doc_id_fallback(Path(file_name).stem)
+    try:
+        n_params = len(inspect.signature(_corpus_doc_id_for).parameters)
+    except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
+        n_params = 1
+    args = (Path(file_name), set()) if n_params >= 2 else (Path(file_name),)
+    return _corpus_doc_id_for(*args)
 
 
 @dataclass
