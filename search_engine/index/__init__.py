@@ -1,0 +1,1 @@
+"""The on-disk index: a manifest, page images, and per-document embedding segments."""

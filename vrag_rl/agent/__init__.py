@@ -1,1 +1,5 @@
-"""The VRAG agent: a multi-turn think / search / crop-zoom / answer loop over an OpenAI-compatible VLM."""
+"""The VRAG agent loop: shared by the demo, the evaluation and the RL rollout."""
+from vrag_rl.agent.config import AgentConfig
+from vrag_rl.agent.prompts import Prompts
+
+__all__ = ["AgentConfig", "Prompts"]

@@ -135,7 +135,7 @@ class ErrorEvent(AgentEvent):
 @dataclass
 class EpisodeFinished(AgentEvent):
     type: str = field(init=False, default="finish")
-    status: Literal["answered", "failed"] = "answered"
+    status: Literal["answered", "forced_answer", "failed"] = "answered"
     answer: Optional[str] = None
     turns: int = 0
     elapsed_s: float = 0.0

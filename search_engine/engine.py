@@ -1,0 +1,250 @@
+"""`SearchEngine`: the read side of an index — load it, embed queries, rank pages, fuse channels.
+
+Channels: `visual` (MaxSim over ColQwen2/ColPali tokens, or FAISS for single-vector visual
+models), `text` (FAISS over page-text embeddings) and `bm25` (lexical). With more than one,
+rankings are combined by reciprocal rank, so no score scale has to be calibrated.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from search_engine.embedders import Embedder, load_from_spec
+from search_engine.fusion import RRF_K, ranks_from_scores, reciprocal_rank_fusion
+from search_engine.index.dense import DenseChannel
+from search_engine.index.manifest import Manifest
+from search_engine.index.maxsim import MaxSimScorer
+from search_engine.lexical import BM25Channel
+from search_engine.types import PageRecord, SearchHit
+
+log = logging.getLogger(__name__)
+
+MAX_TOP_K = 50
+
+
+@dataclass
+class _State:
+    """Everything a query needs, built off to the side and swapped in whole on reload."""
+
+    manifest: Manifest
+    page_ids: list[str]
+    page_index: dict[str, int]
+    doc_of_page: np.ndarray  # doc id per page row
+    channels: dict[str, Any] = field(default_factory=dict)
+    mtime: float = 0.0
+
+
+class SearchEngine:
+    def __init__(self, index_dir: str | Path, *, device: str = "auto", load_models: bool = True,
+                 visual_embedder: Embedder | None = None, text_embedder: Embedder | None = None,
+                 use_bm25: bool = True, rrf_k: int = RRF_K, channel_weights: dict[str, float] | None = None):
+        self.index_dir = Path(index_dir).resolve()
+        if not Manifest.exists(self.index_dir):
+            raise FileNotFoundError(f"no index at {self.index_dir} (manifest.json missing); ingest documents first")
+        self.device = device
+        self.use_bm25 = use_bm25
+        self.rrf_k = rrf_k
+        self.channel_weights = channel_weights or {}
+        self._lock = threading.Lock()
+        self._state = self._build_state()
+        self.embedders: dict[str, Embedder | None] = {"visual": visual_embedder, "text": text_embedder}
+        if load_models:
+            for channel in ("visual", "text"):
+                spec = self._state.manifest.spec(channel)
+                if spec is not None and self.embedders[channel] is None:
+                    self.embedders[channel] = load_from_spec(spec, device=device)
+
+    @classmethod
+    def load(cls, index_dir: str | Path, **kwargs) -> "SearchEngine":
+        return cls(index_dir, **kwargs)
+
+    # ---- loading ---------------------------------------------------------------------------------
+    def _scorer_device(self) -> str:
+        if self.device == "auto":
+            try:
+                import torch
+
+                return "cuda" if torch.cuda.is_available() else "cpu"
+            except ImportError:  # pragma: no cover
+                return "cpu"
+        return self.device
+
+    def _build_state(self) -> _State:
+        started = time.perf_counter()
+        manifest_path = self.index_dir / "manifest.json"
+        mtime = manifest_path.stat().st_mtime
+        manifest = Manifest.load(self.index_dir)
+        page_ids: list[str] = []
+        vectors: dict[str, list[np.ndarray]] = {"visual": [], "text": []}
+        counts: dict[str, list[int]] = {"visual": [], "text": []}
+        for entry in manifest.documents.values():
+            page_ids.extend(entry.page_ids)
+            for channel in ("visual", "text"):
+                seg = entry.segments.get(channel)
+                if manifest.spec(channel) is None:
+                    continue
+                if seg is None:
+                    raise RuntimeError(f"document {entry.doc_id} has no {channel} segment")
+                vectors[channel].append(np.load(self.index_dir / seg["file"], mmap_mode="r"))
+                counts[channel].extend(seg["counts"])
+        page_index = {pid: i for i, pid in enumerate(page_ids)}
+        doc_of_page = np.asarray([manifest.pages[p].doc_id for p in page_ids], dtype=object)
+        state = _State(manifest=manifest, page_ids=page_ids, page_index=page_index, doc_of_page=doc_of_page,
+                       mtime=mtime)
+        for channel in ("visual", "text"):
+            spec = manifest.spec(channel)
+            if spec is None:
+                continue
+            dim = spec.dim
+            flat = np.concatenate(vectors[channel]) if vectors[channel] else np.zeros((0, dim), np.float32)
+            if spec.multi_vector:
+                state.channels[channel] = MaxSimScorer(flat, counts[channel], device=self._scorer_device())
+            else:
+                state.channels[channel] = DenseChannel(flat)
+        if self.use_bm25:
+            texts = [manifest.pages[p].text for p in page_ids]
+            if any(t.strip() for t in texts):
+                state.channels["bm25"] = BM25Channel(texts)
+        log.info("loaded %d pages (%s) in %.2fs", len(page_ids), ", ".join(state.channels),
+                 time.perf_counter() - started)
+        return state
+
+    def reload(self, force: bool = False) -> bool:
+        """Re-read the index if another process changed it; returns whether anything changed."""
+        mtime = (self.index_dir / "manifest.json").stat().st_mtime
+        if not force and mtime == self._state.mtime:
+            return False
+        new_state = self._build_state()
+        with self._lock:
+            self._state = new_state
+        for channel in ("visual", "text"):
+            spec = new_state.manifest.spec(channel)
+            if spec is not None and self.embedders.get(channel) is None:
+                self.embedders[channel] = load_from_spec(spec, device=self.device)
+        return True
+
+    # ---- queries ------------------------------------------------------------------------------------
+    def search(self, query: str, top_k: int = 5, doc_ids: Sequence[str] | None = None) -> list[SearchHit]:
+        return self.batch_search([query], top_k=top_k, doc_ids=doc_ids)[0]
+
+    def batch_search(self, queries: Sequence[str], top_k: int = 5,
+                     doc_ids: Sequence[str] | None = None) -> list[list[SearchHit]]:
+        queries = [_check_query(q) for q in queries]
+        if not 1 <= top_k <= MAX_TOP_K:
+            raise ValueError(f"top_k must be between 1 and {MAX_TOP_K}")
+        state = self._state
+        channel_scores: dict[str, np.ndarray] = {}
+        for channel in ("visual", "text"):
+            scorer = state.channels.get(channel)
+            embedder = self.embedders.get(channel)
+            if scorer is None:
+                continue
+            if embedder is None:
+                raise RuntimeError(f"the {channel} channel needs its query embedder (loaded with load_models=False?)")
+            channel_scores[channel] = scorer.score(embedder.embed_queries(queries))
+        if "bm25" in state.channels:
+            channel_scores["bm25"] = state.channels["bm25"].score(queries)
+        return self._rank(state, channel_scores, len(queries), top_k, doc_ids)
+
+    def search_by_vectors(self, query_vectors: Sequence[np.ndarray], top_k: int = 5, channel: str = "visual",
+                          doc_ids: Sequence[str] | None = None) -> list[list[SearchHit]]:
+        """Rank with precomputed query embeddings (benchmarks, callers that embed elsewhere)."""
+        state = self._state
+        if channel not in state.channels:
+            raise ValueError(f"the index has no {channel} channel")
+        scores = {channel: state.channels[channel].score(list(query_vectors))}
+        return self._rank(state, scores, len(query_vectors), top_k, doc_ids)
+
+    def _rank(self, state: _State, channel_scores: dict[str, np.ndarray], num_queries: int, top_k: int,
+              doc_ids: Sequence[str] | None) -> list[list[SearchHit]]:
+        num_pages = len(state.page_ids)
+        valid = np.ones(num_pages, bool)
+        if doc_ids:
+            unknown = [d for d in doc_ids if d not in state.manifest.documents]
+            if len(unknown) == len(doc_ids):
+                raise KeyError(f"unknown document id(s): {', '.join(unknown)}")
+            valid = np.isin(state.doc_of_page, list(doc_ids))
+        results = []
+        depth = max(top_k * 4, 50)
+        for qi in range(num_queries):
+            rankings: dict[str, np.ndarray] = {}
+            channel_rank: dict[str, dict[int, int]] = {}
+            for name, scores in channel_scores.items():
+                row = scores[qi]
+                if name == "bm25" and not np.any(row[valid] > 0):
+                    continue  # no query term occurs anywhere: BM25 has no opinion
+                order = ranks_from_scores(row, valid & (row > 0) if name == "bm25" else valid, depth)
+                rankings[name] = order
+                channel_rank[name] = {int(p): r + 1 for r, p in enumerate(order)}
+            if not rankings:
+                results.append([])
+                continue
+            if len(rankings) == 1:
+                (name, order), = rankings.items()
+                top = order[:top_k]
+                fused_scores = channel_scores[name][qi]
+            else:
+                fused_scores = reciprocal_rank_fusion(rankings, num_pages, k=self.rrf_k, weights=self.channel_weights)
+                top = ranks_from_scores(fused_scores, valid & (fused_scores > 0), top_k)
+            hits = []
+            for rank, page_row in enumerate(top, start=1):
+                record = state.manifest.pages[state.page_ids[page_row]]
+                hits.append(self._hit(record, rank, float(fused_scores[page_row]),
+                                      {n: r[int(page_row)] for n, r in channel_rank.items() if int(page_row) in r}))
+            results.append(hits)
+        return results
+
+    def _hit(self, record: PageRecord, rank: int, score: float, channel_ranks: dict[str, int]) -> SearchHit:
+        metadata = {"source_path": record.source_path, "width": record.width, "height": record.height,
+                    "text_source": record.text_source, "channel_ranks": channel_ranks, **record.extra}
+        return SearchHit(rank=rank, page_id=record.page_id, doc_id=record.doc_id, page_number=record.page_number,
+                         score=score, image_path=str(self.index_dir / record.image_path), metadata=metadata)
+
+    # ---- pages and documents ----------------------------------------------------------------------------
+    def page(self, page_id: str) -> PageRecord | None:
+        return self._state.manifest.pages.get(page_id)
+
+    def page_image_path(self, page_id: str) -> Path:
+        """The image file of a known page; never a path outside the index, whatever the id."""
+        record = self.page(page_id)
+        if record is None:
+            raise KeyError(f"unknown page id {page_id!r}")
+        path = (self.index_dir / record.image_path).resolve()
+        if not path.is_relative_to(self.index_dir):
+            raise PermissionError(f"page {page_id!r} points outside the index")
+        return path
+
+    def documents(self) -> list[dict[str, Any]]:
+        return [{"doc_id": e.doc_id, "source_path": e.source_path, "num_pages": e.num_pages, "kind": e.kind,
+                 "added_at": e.added_at} for e in self._state.manifest.documents.values()]
+
+    def stats(self) -> dict[str, Any]:
+        state = self._state
+        return {
+            "index_dir": str(self.index_dir),
+            "documents": len(state.manifest.documents),
+            "pages": len(state.page_ids),
+            "channels": sorted(state.channels),
+            "embedders": state.manifest.embedders,
+            "updated_at": state.manifest.updated_at,
+        }
+
+
+MAX_QUERY_CHARS = 2000
+
+
+def _check_query(query: str) -> str:
+    if not isinstance(query, str):
+        raise TypeError("a query must be a string")
+    stripped = query.strip()
+    if not stripped:
+        raise ValueError("empty query")
+    if len(stripped) > MAX_QUERY_CHARS:
+        raise ValueError(f"query longer than {MAX_QUERY_CHARS} characters")
+    return stripped

@@ -1,0 +1,333 @@
+"""Incremental, resumable ingestion: documents → page images + text → embeddings → index segments.
+
+Why it is built this way:
+* Work is checkpointed in chunks of pages under `.partial/`, so a killed ingestion of a
+  2,000-page PDF resumes at the last finished chunk instead of page 1.
+* A document enters `manifest.json` (replaced atomically) only after its segments are on disk, so
+  the index on disk is always valid; readers never see half a document.
+* Documents are keyed by content hash: an unchanged file is skipped, a changed one re-ingested,
+  and `remove` drops a document without touching the others — nothing is rebuilt.
+* One ingestor per index at a time (an advisory file lock), because two would race on the manifest.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from search_engine.embedders import Embedder, load_from_spec, load_text_embedder, load_visual_embedder
+from search_engine.index.atomic import atomic_save_npy, atomic_save_npz, atomic_write_bytes
+from search_engine.index.manifest import DocumentEntry, Manifest
+from search_engine.types import PageRecord, make_page_id
+
+log = logging.getLogger(__name__)
+
+AUTO = "auto"
+ProgressCallback = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class IngestReport:
+    added: list[str] = field(default_factory=list)  # doc ids
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # source path -> reason
+    pages: int = 0
+
+    def summary(self) -> str:
+        parts = [f"{len(self.added)} added", f"{len(self.updated)} updated", f"{len(self.unchanged)} unchanged",
+                 f"{len(self.failed)} failed", f"{self.pages} pages embedded"]
+        return ", ".join(parts)
+
+
+def file_sha1(path: Path) -> str:
+    digest = hashlib.sha1()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class IndexLockedError(RuntimeError):
+    pass
+
+
+@contextlib.contextmanager
+def index_lock(index_dir: Path) -> Iterator[None]:
+    index_dir.mkdir(parents=True, exist_ok=True)
+    with open(index_dir / ".lock", "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise IndexLockedError(f"another ingestion is writing {index_dir}; wait for it to finish") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+class Ingestor:
+    """Adds, updates and removes documents of one index directory.
+
+    `visual_model` / `text_model`: a model name or path, None to skip that channel, or "auto" —
+    reuse what the index already records (a new index gets no visual channel and MiniLM text).
+    Pre-built embedders can be passed instead (tests, notebooks with a model already loaded).
+    """
+
+    def __init__(self, index_dir: str | Path, visual_model: str | None = AUTO, text_model: str | None = AUTO, *,
+                 visual_embedder: Embedder | None = None, text_embedder: Embedder | None = None,
+                 device: str = "auto", dpi: int = 144, max_side: int = 1600, ocr: bool = True,
+                 chunk_pages: int = 16, jpeg_quality: int = 90, progress: bool = True,
+                 progress_callback: ProgressCallback | None = None, embed_batch_size: int = 4):
+        self.index_dir = Path(index_dir)
+        self.dpi, self.max_side, self.ocr = dpi, max_side, ocr
+        self.chunk_pages, self.jpeg_quality = chunk_pages, jpeg_quality
+        self.progress, self.progress_callback = progress, progress_callback
+        self.device, self.embed_batch_size = device, embed_batch_size
+        self._visual_model, self._text_model = visual_model, text_model
+        self._embedders: dict[str, Embedder | None] = {}
+        if visual_embedder is not None:
+            self._embedders["visual"] = visual_embedder
+        if text_embedder is not None:
+            self._embedders["text"] = text_embedder
+
+    # ---- embedders ---------------------------------------------------------------------------
+    def _resolve_embedders(self, manifest: Manifest) -> dict[str, Embedder | None]:
+        wanted = {"visual": self._visual_model, "text": self._text_model}
+        defaults = {"visual": None, "text": "minilm"}
+        for channel in ("visual", "text"):
+            recorded = manifest.spec(channel)
+            if channel in self._embedders and self._embedders[channel] is not None:
+                embedder = self._embedders[channel]
+            else:
+                name = wanted[channel]
+                if name == AUTO:
+                    if recorded is not None:
+                        self._embedders[channel] = load_from_spec(recorded, device=self.device)
+                        continue
+                    name = defaults[channel] if not manifest.documents else None
+                if name is None:
+                    if recorded is not None:
+                        raise ValueError(f"the index has a {channel} channel ({recorded.model}); keep using it "
+                                         f"(pass {channel}_model='auto') or start a new index")
+                    self._embedders[channel] = None
+                    continue
+                if channel == "visual":
+                    embedder = load_visual_embedder(name, device=self.device, batch_size=self.embed_batch_size)
+                else:
+                    embedder = load_text_embedder(name, device=self.device)
+                self._embedders[channel] = embedder
+            if recorded is not None and (recorded.kind, recorded.model, recorded.dim) != (
+                embedder.spec.kind, embedder.spec.model, embedder.spec.dim
+            ):
+                raise ValueError(f"the index's {channel} channel was built with {recorded.model!r} "
+                                 f"({recorded.kind}); refusing to mix in {embedder.spec.model!r}")
+            if recorded is None and manifest.documents:
+                raise ValueError(f"the index has documents without a {channel} channel; adding one "
+                                 "needs a re-ingestion into a new index")
+        return self._embedders
+
+    # ---- public API ----------------------------------------------------------------------------
+    def add(self, paths: Iterable[str | Path] | str | Path) -> IngestReport:
+        from search_engine.corpus import discover_documents
+
+        if isinstance(paths, (str, Path)):
+            paths = [paths]
+        documents = discover_documents(paths)
+        report = IngestReport()
+        with index_lock(self.index_dir):
+            manifest = Manifest.load(self.index_dir)
+            embedders = self._resolve_embedders(manifest)
+            if not any(embedders.values()):
+                raise ValueError("no embedder configured: give a visual model, a text model, or both")
+            for channel, embedder in embedders.items():
+                if embedder is not None and manifest.spec(channel) is None:
+                    manifest.set_spec(channel, embedder.spec)
+            plan = self._plan(documents, manifest, report)
+            total_pages = sum(n for _, _, _, n in plan)
+            bar = tqdm(total=total_pages, unit="page", desc="ingest", disable=not self.progress)
+            try:
+                for path, doc_id, sha1, num_pages in plan:
+                    self._ingest_document(path, doc_id, sha1, num_pages, manifest, embedders, report, bar)
+            finally:
+                bar.close()
+        return report
+
+    def remove(self, doc_ids: Sequence[str]) -> list[str]:
+        removed = []
+        with index_lock(self.index_dir):
+            manifest = Manifest.load(self.index_dir)
+            for doc_id in doc_ids:
+                entry = manifest.remove_document(doc_id)
+                if entry is None:
+                    continue
+                manifest.save(self.index_dir)  # forget first, then delete files: never a dangling entry
+                self._delete_files(entry)
+                removed.append(doc_id)
+        return removed
+
+    # ---- planning --------------------------------------------------------------------------------
+    def _plan(self, documents: list[Path], manifest: Manifest, report: IngestReport):
+        from search_engine.corpus import DocumentError, count_pages, doc_id_for
+
+        taken = set(manifest.documents)
+        plan = []
+        for path in documents:
+            source = str(path.resolve())
+            try:
+                sha1 = file_sha1(path)
+                existing = manifest.doc_for_source(source)
+                if existing is not None and existing.sha1 == sha1:
+                    report.unchanged.append(existing.doc_id)
+                    continue
+                num_pages = count_pages(path)
+                if num_pages < 1:
+                    raise DocumentError(f"{path}: document has no pages")
+            except (DocumentError, OSError) as exc:
+                report.failed[source] = str(exc)
+                log.warning("skipping %s: %s", path, exc)
+                continue
+            if existing is not None:
+                doc_id = existing.doc_id
+            else:
+                doc_id = doc_id_for(path, taken)
+                taken.add(doc_id)
+            plan.append((path, doc_id, sha1, num_pages))
+        return plan
+
+    # ---- one document ------------------------------------------------------------------------------
+    def _partial_dir(self, doc_id: str) -> Path:
+        return self.index_dir / ".partial" / doc_id
+
+    def _ingest_document(self, path: Path, doc_id: str, sha1: str, num_pages: int, manifest: Manifest,
+                         embedders: dict[str, Embedder | None], report: IngestReport, bar) -> None:
+        from search_engine.corpus import DocumentError
+
+        source = str(path.resolve())
+        partial = self._partial_dir(doc_id)
+        partial.mkdir(parents=True, exist_ok=True)
+        chunk_files = []
+        try:
+            texts = self._pdf_texts(path)
+            for first in range(1, num_pages + 1, self.chunk_pages):
+                last = min(num_pages, first + self.chunk_pages - 1)
+                chunk_file = partial / f"{sha1[:12]}_{first:06d}_{last:06d}.npz"
+                if not chunk_file.exists():
+                    self._ingest_chunk(path, doc_id, first, last, texts, embedders, chunk_file)
+                    report.pages += last - first + 1
+                chunk_files.append(chunk_file)
+                bar.update(last - first + 1)
+                self._notify(doc_id=doc_id, source=source, page=last, num_pages=num_pages, stage="pages")
+        except DocumentError as exc:
+            report.failed[source] = str(exc)
+            log.warning("skipping %s: %s", path, exc)
+            shutil.rmtree(partial, ignore_errors=True)
+            return
+        entry, pages = self._commit_document(path, doc_id, sha1, num_pages, chunk_files, embedders)
+        replaced = manifest.documents.get(doc_id)
+        manifest.remove_document(doc_id)
+        manifest.add_document(entry, pages)
+        manifest.save(self.index_dir)
+        if replaced is not None:
+            self._delete_files(replaced, keep=entry)
+            report.updated.append(doc_id)
+        else:
+            report.added.append(doc_id)
+        shutil.rmtree(partial, ignore_errors=True)
+        self._notify(doc_id=doc_id, source=source, page=num_pages, num_pages=num_pages, stage="done")
+
+    def _pdf_texts(self, path: Path) -> list[str] | None:
+        if path.suffix.lower() != ".pdf" or self._embedders.get("text") is None:
+            return None
+        from search_engine.text_extraction import pdf_page_texts
+
+        return pdf_page_texts(path)
+
+    def _ingest_chunk(self, path: Path, doc_id: str, first: int, last: int, texts: list[str] | None,
+                      embedders: dict[str, Embedder | None], chunk_file: Path) -> None:
+        from search_engine.corpus import render_pages
+        from search_engine.text_extraction import page_text
+
+        images, records = [], []
+        for rendered in render_pages(path, dpi=self.dpi, first_page=first, last_page=last, max_side=self.max_side):
+            page_id = make_page_id(doc_id, rendered.page_number)
+            rel = Path("pages") / doc_id / f"{rendered.page_number}.jpg"
+            buffer = _jpeg_bytes(rendered.image, self.jpeg_quality)
+            atomic_write_bytes(self.index_dir / rel, buffer)
+            text, text_source = "", ""
+            if embedders.get("text") is not None:
+                layer = texts[rendered.page_number - 1] if texts and rendered.page_number <= len(texts) else ""
+                text, text_source = page_text(layer, rendered.image, ocr=self.ocr)
+            records.append(PageRecord(page_id=page_id, doc_id=doc_id, page_number=rendered.page_number,
+                                      image_path=rel.as_posix(), width=rendered.width, height=rendered.height,
+                                      source_path=str(path.resolve()), text=text, text_source=text_source))
+            images.append(rendered.image)
+        arrays: dict[str, np.ndarray] = {}
+        if embedders.get("visual") is not None:
+            vectors = embedders["visual"].embed_images(images)
+            arrays["visual_vectors"] = np.concatenate(vectors).astype(np.float16)
+            arrays["visual_counts"] = np.asarray([v.shape[0] for v in vectors], np.int64)
+        if embedders.get("text") is not None:
+            vectors = embedders["text"].embed_texts([r.text or " " for r in records])
+            arrays["text_vectors"] = np.concatenate(vectors).astype(np.float32)
+            arrays["text_counts"] = np.asarray([v.shape[0] for v in vectors], np.int64)
+        import json
+
+        arrays["records"] = np.frombuffer(json.dumps([r.to_dict() for r in records]).encode(), dtype=np.uint8)
+        atomic_save_npz(chunk_file, **arrays)
+
+    def _commit_document(self, path: Path, doc_id: str, sha1: str, num_pages: int, chunk_files: list[Path],
+                         embedders: dict[str, Embedder | None]) -> tuple[DocumentEntry, list[PageRecord]]:
+        import json
+
+        pages: list[PageRecord] = []
+        collected: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {"visual": ([], []), "text": ([], [])}
+        for chunk_file in chunk_files:
+            with np.load(chunk_file) as data:
+                pages.extend(PageRecord.from_dict(r) for r in json.loads(data["records"].tobytes()))
+                for channel in collected:
+                    if f"{channel}_vectors" in data:
+                        collected[channel][0].append(data[f"{channel}_vectors"])
+                        collected[channel][1].append(data[f"{channel}_counts"])
+        segments = {}
+        for channel, (vectors, counts) in collected.items():
+            if embedders.get(channel) is None or not vectors:
+                continue
+            rel = Path("segments") / channel / f"{doc_id}.{sha1[:12]}.npy"
+            atomic_save_npy(self.index_dir / rel, np.concatenate(vectors))
+            segments[channel] = {"file": rel.as_posix(), "counts": np.concatenate(counts).astype(int).tolist()}
+        kind = "pdf" if path.suffix.lower() == ".pdf" else "image"
+        entry = DocumentEntry(doc_id=doc_id, source_path=str(path.resolve()), sha1=sha1, num_pages=len(pages),
+                              kind=kind, page_ids=[p.page_id for p in pages], segments=segments)
+        return entry, pages
+
+    def _delete_files(self, entry: DocumentEntry, keep: DocumentEntry | None = None) -> None:
+        keep_files = {seg["file"] for seg in (keep.segments.values() if keep else [])}
+        for seg in entry.segments.values():
+            if seg["file"] not in keep_files:
+                (self.index_dir / seg["file"]).unlink(missing_ok=True)
+        if keep is None:
+            shutil.rmtree(self.index_dir / "pages" / entry.doc_id, ignore_errors=True)
+        else:
+            for stale in range(keep.num_pages + 1, entry.num_pages + 1):
+                (self.index_dir / "pages" / entry.doc_id / f"{stale}.jpg").unlink(missing_ok=True)
+
+    def _notify(self, **event: Any) -> None:
+        if self.progress_callback is not None:
+            self.progress_callback(event)
+
+
+def _jpeg_bytes(image, quality: int) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    image.convert("RGB").save(buffer, format="JPEG", quality=quality)
+    return buffer.getvalue()
