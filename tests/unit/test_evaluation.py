@@ -164,6 +164,8 @@ class FakeResult:
     turns: int
     elapsed_s: float
     retrieved_page_ids: list[str] = field(default_factory=list)
+    error: str | None = None
+    usage: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"answer": self.answer, "status": self.status, "turns": self.turns}
@@ -177,6 +179,10 @@ class FakeAgent:
         self.answers, self.fail, self.delay = answers, fail, delay
         self.in_flight = self.max_in_flight = 0
         self.calls: list[str] = []
+        self.closed = 0
+
+    async def aclose(self) -> None:
+        self.closed += 1
 
     async def arun(self, question: str) -> FakeResult:
         self.calls.append(question)
@@ -186,9 +192,12 @@ class FakeAgent:
             await asyncio.sleep(self.delay)
             if question in self.fail:
                 raise RuntimeError("policy server unreachable")
+            if question == "q-soft-fail":  # the agent catches its own failure, as VRAG does
+                return FakeResult(None, "failed", turns=1, elapsed_s=0.0, error="search server 503")
             answer, pages = self.answers.get(question, (None, []))
             status = "answered" if answer else "forced_answer"
-            return FakeResult(answer, status, turns=3, elapsed_s=self.delay, retrieved_page_ids=pages)
+            return FakeResult(answer, status, turns=3, elapsed_s=self.delay, retrieved_page_ids=pages,
+                              usage={"prompt_tokens": 10})
         finally:
             self.in_flight -= 1
 
@@ -238,6 +247,8 @@ def test_runner_records_and_summary(tmp_path):
     assert summary.mean_turns == pytest.approx(9 / 4)
     assert summary.latency_p50_s is not None and summary.episodes_per_s > 0
     assert agent.max_in_flight > 1, "episodes should overlap"
+    assert agent.closed == 1  # run_evaluation owns the loop, so it closes the agent's clients
+    assert a["usage"] == {"prompt_tokens": 10}
     table = summary.format_table()
     assert "contains (%)" in table and "50.0" in table and "episodes/s" in table
     json.dumps(summary.to_dict())
@@ -435,9 +446,18 @@ def test_cli_runs_fake_agent(monkeypatch, tmp_path, sample_corpus, capsys):
 
 def test_dataset_doc_ids_agree_with_the_corpus_rule():
     """Page ids from datasets must equal the ids the ingestion gives the same PDFs."""
+    from search_engine.corpus import doc_id_for
     from vrag_rl.evaluation.dataset import _doc_id_fallback, doc_id_for_file
 
     names = ["acme_annual_report_2023.pdf", "--My Report (final).pdf", "a b/c.d.pdf", "x" * 200 + ".pdf",
-             "été 2024.pdf"]
+             "été 2024.pdf", "a...b.pdf", "___.pdf"]
     for name in names:
-        assert doc_id_for_file(name) == _doc_id_fallback(name.rsplit("/", 1)[-1][: -len(".pdf")]), name
+        expected = doc_id_for(name)
+        assert doc_id_for_file(name) == expected, name
+        assert _doc_id_fallback(name.rsplit("/", 1)[-1][: -len(".pdf")]) == expected, name
+
+
+def test_result_error_counts_as_error():
+    example = EvalExample("s", "q-soft-fail", "x", [], "")
+    summary = asyncio.run(evaluate(_agent(), [example], progress=False))
+    assert summary.n_errors == 1 and summary.status_counts == {"failed": 1}

@@ -71,6 +71,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.summary is not None:
         args.summary.parent.mkdir(parents=True, exist_ok=True)
         args.summary.write_text(json.dumps(summary.to_dict(), indent=2))
+    if summary.n_evaluated and summary.n_errors == summary.n_evaluated:
+        # Every episode failed: almost surely a wrong URL or a server down, not a bad model.
+        print("vrag-eval: every episode failed; see the 'error' field in " + str(args.out), file=sys.stderr)
+        return 1
     return 0
 
 

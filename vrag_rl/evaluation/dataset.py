@@ -8,7 +8,6 @@ metrics compare like with like.
 """
 from __future__ import annotations
 
-import inspect
 import json
 import random
 import re
@@ -18,33 +17,29 @@ from typing import Any
 
 try:  # the ingestion's own rule, so our ids can never drift from the index's
     from search_engine.corpus import doc_id_for as _corpus_doc_id_for
-except ImportError:  # pragma: no cover - depends on what else is installed
+except ImportError:  # pragma: no cover - a partial install without the search engine
     _corpus_doc_id_for = None
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+_DOTS = re.compile(r"\.{2,}")
 _LEADING = re.compile(r"^[^A-Za-z0-9]+")
 
 
 def _doc_id_fallback(stem: str) -> str:
-    """Mirrors search_engine.corpus.doc_id_for: unsafe chars → "_", no leading
-    non-alphanumerics, at most 120 chars."""
-    return _LEADING.sub("", _UNSAFE.sub("_", stem))[:120]
+    """Mirrors search_engine.corpus.doc_id_for: unsafe chars → "_", no "..", no leading
+    non-alphanumerics, at most 120 chars, "doc" if nothing is left."""
+    return _LEADING.sub("", _DOTS.sub(".", _UNSAFE.sub("_", stem)))[:120] or "doc"
 
 
 def doc_id_for_file(file_name: str) -> str:
     """The corpus doc id of a PDF named in a dataset (its sanitised stem).
 
-    Passes an empty `taken` set where the corpus rule takes one: the dataset cannot know which
-    ids the ingestion de-duplicated, so names that clash after sanitising are not supported.
+    The ingestion suffixes a hash when two files sanitise to the same id; a dataset cannot know
+    that, so such clashing names are not supported.
     """
     if _corpus_doc_id_for is None:
         return _doc_id_fallback(Path(file_name).stem)
-    try:
-        n_params = len(inspect.signature(_corpus_doc_id_for).parameters)
-    except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
-        n_params = 1
-    args = (Path(file_name), set()) if n_params >= 2 else (Path(file_name),)
-    return _corpus_doc_id_for(*args)
+    return _corpus_doc_id_for(Path(file_name))
 
 
 @dataclass

@@ -83,6 +83,8 @@ async def run_example(agent: AgentLike, example: EvalExample, judge: LLMJudge | 
     except Exception as exc:  # one bad episode must not end the evaluation
         error = f"{type(exc).__name__}: {exc}"
     measured = time.perf_counter() - start
+    if error is None and result is not None and getattr(result, "error", None):
+        error = str(result.error)  # the agent caught it itself (e.g. policy server down)
 
     prediction = getattr(result, "answer", None) if result is not None else None
     retrieved = list(getattr(result, "retrieved_page_ids", None) or [])
@@ -102,6 +104,10 @@ async def run_example(agent: AgentLike, example: EvalExample, judge: LLMJudge | 
         "retrieved_page_ids": retrieved,
         "error": error,
     }
+    for extra in ("timings", "usage"):  # optional: per-stage seconds, token counts
+        value = getattr(result, extra, None)
+        if isinstance(value, dict):
+            record[extra] = value
     if judge is not None:
         verdict = await judge.ajudge(example.query, example.reference_answer, prediction)
         record["judge"], record["judge_error"] = verdict.score, verdict.error
@@ -292,5 +298,18 @@ async def evaluate(agent: AgentLike, examples: Sequence[EvalExample], concurrenc
 
 
 def run_evaluation(agent: AgentLike, examples: Sequence[EvalExample], **kwargs: Any) -> EvalSummary:
-    """Synchronous wrapper around `evaluate` for scripts and notebooks without a running loop."""
-    return asyncio.run(evaluate(agent, examples, **kwargs))
+    """Synchronous wrapper around `evaluate` for scripts and notebooks without a running loop.
+
+    It owns the event loop, so it also closes the agent's clients for that loop (`aclose`, when
+    the agent has one) before the loop goes away.
+    """
+
+    async def main() -> EvalSummary:
+        try:
+            return await evaluate(agent, examples, **kwargs)
+        finally:
+            close = getattr(agent, "aclose", None)
+            if close is not None:
+                await close()
+
+    return asyncio.run(main())
