@@ -59,9 +59,10 @@ def create_app(engine: SearchEngine | None = None, index_dir: str | None = None,
                    score=hit.score, image_url=f"/pages/{hit.page_id}/image", image_path=hit.image_path,
                    metadata=hit.metadata)
 
-    async def run_search(engine: SearchEngine, queries: list[str], top_k: int, doc_ids: list[str] | None):
+    async def run_search(engine: SearchEngine, queries: list[str], top_k: int, doc_ids: list[str] | None,
+                         channels: list[str] | None = None):
         try:
-            return await run_in_threadpool(engine.batch_search, queries, top_k, doc_ids)
+            return await run_in_threadpool(engine.batch_search, queries, top_k, doc_ids, channels)
         except KeyError as exc:
             raise HTTPException(404, str(exc.args[0]) if exc.args else "not found") from None
         except ValueError as exc:
@@ -70,7 +71,7 @@ def create_app(engine: SearchEngine | None = None, index_dir: str | None = None,
     @app.post("/search", response_model=SearchResponse, dependencies=protected)
     async def search(body: SearchRequest, engine: Engine) -> SearchResponse:
         started = time.perf_counter()
-        results = await run_search(engine, body.queries, body.top_k, body.doc_ids)
+        results = await run_search(engine, body.queries, body.top_k, body.doc_ids, body.channels)
         return SearchResponse(results=[[to_hit(h) for h in hits] for hits in results],
                               took_ms=(time.perf_counter() - started) * 1000)
 

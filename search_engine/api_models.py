@@ -1,7 +1,7 @@
 """Request and response bodies of the search API; pydantic enforces the bounds before any model runs."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -16,6 +16,8 @@ class SearchRequest(BaseModel):
                                description=f"1 to {MAX_QUERIES} queries, each 1 to {MAX_QUERY_CHARS} characters")
     top_k: int = Field(5, ge=1, le=MAX_TOP_K)
     doc_ids: list[str] | None = Field(None, max_length=1000, description="restrict the search to these documents")
+    channels: list[Literal["visual", "text", "bm25"]] | None = Field(
+        None, description="rank with these channels only (default: every channel of the index, fused)")
 
     @field_validator("queries")
     @classmethod

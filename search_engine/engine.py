@@ -130,17 +130,25 @@ class SearchEngine:
         return True
 
     # ---- queries ------------------------------------------------------------------------------------
-    def search(self, query: str, top_k: int = 5, doc_ids: Sequence[str] | None = None) -> list[SearchHit]:
-        return self.batch_search([query], top_k=top_k, doc_ids=doc_ids)[0]
+    def search(self, query: str, top_k: int = 5, doc_ids: Sequence[str] | None = None,
+               channels: Sequence[str] | None = None) -> list[SearchHit]:
+        return self.batch_search([query], top_k=top_k, doc_ids=doc_ids, channels=channels)[0]
 
-    def batch_search(self, queries: Sequence[str], top_k: int = 5,
-                     doc_ids: Sequence[str] | None = None) -> list[list[SearchHit]]:
+    def batch_search(self, queries: Sequence[str], top_k: int = 5, doc_ids: Sequence[str] | None = None,
+                     channels: Sequence[str] | None = None) -> list[list[SearchHit]]:
+        """`channels` picks a subset of visual / text / bm25 (default: all the index has)."""
         queries = [_check_query(q) for q in queries]
         if not 1 <= top_k <= MAX_TOP_K:
             raise ValueError(f"top_k must be between 1 and {MAX_TOP_K}")
         state = self._state
+        wanted = set(channels) if channels else set(state.channels)
+        unknown = wanted - set(state.channels)
+        if unknown:
+            raise ValueError(f"unknown channel(s) {sorted(unknown)}; this index has {sorted(state.channels)}")
         channel_scores: dict[str, np.ndarray] = {}
         for channel in ("visual", "text"):
+            if channel not in wanted:
+                continue
             scorer = state.channels.get(channel)
             embedder = self.embedders.get(channel)
             if scorer is None:
@@ -148,7 +156,7 @@ class SearchEngine:
             if embedder is None:
                 raise RuntimeError(f"the {channel} channel needs its query embedder (loaded with load_models=False?)")
             channel_scores[channel] = scorer.score(embedder.embed_queries(queries))
-        if "bm25" in state.channels:
+        if "bm25" in wanted:
             channel_scores["bm25"] = state.channels["bm25"].score(queries)
         return self._rank(state, channel_scores, len(queries), top_k, doc_ids)
 
