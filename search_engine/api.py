@@ -4,7 +4,6 @@ Run it with `vrag-search serve --index DIR` or `python -m search_engine.api --in
 Every id from outside is checked against the id alphabet and looked up in the manifest before
 any file is touched, so no request can read a file outside the index.
 """
-from __future__ import annotations
 
 import argparse
 import io

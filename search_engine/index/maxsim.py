@@ -15,7 +15,7 @@ import numpy as np
 
 class MaxSimScorer:
     def __init__(self, vectors: np.ndarray, token_counts: Sequence[int], device: str = "cpu",
-                 chunk_tokens: int = 262_144):
+                 chunk_tokens: int = 262_144, cpu_fp32_budget_gib: float = 8.0):
         self.token_counts = np.asarray(token_counts, dtype=np.int64)
         if int(self.token_counts.sum()) != vectors.shape[0]:
             raise ValueError("token counts do not add up to the number of stored vectors")
@@ -27,7 +27,11 @@ class MaxSimScorer:
         self.chunk_tokens = chunk_tokens
         self.dim = vectors.shape[1] if vectors.ndim == 2 else 0
         if device == "cpu":
-            self._vectors = np.ascontiguousarray(vectors, dtype=np.float16)
+            # CPUs have no fast fp16 GEMM: converting each chunk per query costs 3x the matmul.
+            # Keep float32 in RAM while it fits the budget (fp16 stays the on-disk format).
+            fp32_bytes = vectors.shape[0] * max(self.dim, 1) * 4
+            keep_fp32 = fp32_bytes <= cpu_fp32_budget_gib * 2**30
+            self._vectors = np.ascontiguousarray(vectors, dtype=np.float32 if keep_fp32 else np.float16)
         else:
             import torch
 
@@ -66,7 +70,7 @@ class MaxSimScorer:
         for p0, p1 in self._page_chunks():
             t0 = self.starts[p0]
             t1 = self.starts[p1 - 1] + self.token_counts[p1 - 1]
-            sims = stacked @ self._vectors[t0:t1].astype(np.float32).T  # (query tokens, chunk tokens)
+            sims = stacked @ self._vectors[t0:t1].astype(np.float32, copy=False).T  # (query tokens, chunk tokens)
             out[:, p0:p1] = np.maximum.reduceat(sims, self.starts[p0:p1] - t0, axis=1)
         return out
 
