@@ -80,3 +80,44 @@ def search_server(sample_engine):
     server = LoopbackServer(create_app(engine=sample_engine)).start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def text_index(tmp_path_factory, sample_corpus) -> Path:
+    """The sample corpus with the CPU channels only (MiniLM + BM25): what the demo uses without a GPU."""
+    from search_engine.ingest import Ingestor
+
+    index_dir = tmp_path_factory.mktemp("index") / "text"
+    report = Ingestor(index_dir, visual_model=None, text_model="minilm", progress=False).add(sample_corpus.files)
+    assert not report.failed, report.failed
+    return index_dir
+
+
+@pytest.fixture(scope="session")
+def text_search_server(text_index):
+    from search_engine.api import create_app
+    from search_engine.engine import SearchEngine
+    from testkit.loopback import LoopbackServer
+
+    server = LoopbackServer(create_app(engine=SearchEngine.load(text_index))).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture()
+def scripted_policy():
+    """Start a scripted policy server on loopback: `url = scripted_policy({"key": [replies]}, default=[...])`."""
+    from testkit.loopback import LoopbackServer
+    from vrag_rl.policy_server.app import create_app
+    from vrag_rl.policy_server.scripted import ScriptedBackend
+
+    servers = []
+
+    def start(scripts=None, default=None) -> str:
+        server = LoopbackServer(create_app(ScriptedBackend(scripts, default), "scripted")).start()
+        servers.append(server)
+        return server.url + "/v1"
+
+    yield start
+    for server in servers:
+        server.stop()

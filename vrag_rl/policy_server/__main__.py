@@ -1,0 +1,3 @@
+from vrag_rl.policy_server.cli import main
+
+main()
