@@ -1,0 +1,77 @@
+"""Render agent events with Streamlit. One function per event type; unknown types are shown as JSON,
+so a new agent's events appear (plainly) before anyone writes a renderer for them."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import streamlit as st
+
+from vrag_rl.agent.events import AgentEvent
+from vrag_rl.agent.images import draw_box
+
+
+def render_think(event) -> None:
+    st.markdown(f"💭 **Thinking** (turn {event.turn})")
+    st.caption(event.text)
+
+
+def render_search(event) -> None:
+    st.markdown("🔎 **Search:** " + " | ".join(f"`{q}`" for q in event.queries))
+
+
+def render_search_results(event) -> None:
+    if not event.shown:
+        st.info(f"No new page: {event.message}")
+        return
+    columns = st.columns(len(event.shown))
+    for column, ref in zip(columns, event.shown):
+        with column:
+            st.image(ref.image, caption=f"retrieved page {ref.page_id}", width="stretch")
+
+
+def render_crop(event) -> None:
+    source, crop = event.source, event.crop
+    st.markdown(f"🔍 **Zoom** into `{[round(v) for v in event.bbox]}` of {source.page_id}")
+    left, right = st.columns(2)
+    with left:
+        st.image(draw_box(source.image, tuple(int(v) for v in event.bbox), width=4),
+                 caption="where the agent looked", width="stretch")
+    with right:
+        st.image(crop.image, caption=f"zoomed crop (page pixels {list(crop.page_box)})", width="stretch")
+
+
+def render_answer(event) -> None:
+    st.success(f"**Answer:** {event.answer}" + (" (forced at the turn budget)" if event.forced else ""))
+    if event.evidence:
+        lines = [f"- `{e['page_id']}`" + (f" — zoomed regions {e['crops']}" if e["crops"] else "")
+                 for e in event.evidence]
+        st.markdown("**Evidence**\n" + "\n".join(lines))
+
+
+def render_error(event) -> None:
+    text = f"{event.kind.replace('_', ' ')}: {event.message}"
+    (st.error if event.fatal else st.warning)(text)
+
+
+def render_finish(event) -> None:
+    st.caption(f"{event.status} in {event.turns} turn(s), {event.elapsed_s:.1f} s")
+
+
+RENDERERS: dict[str, Callable[[Any], None]] = {
+    "think": render_think,
+    "search": render_search,
+    "search_results": render_search_results,
+    "crop": render_crop,
+    "answer": render_answer,
+    "error": render_error,
+    "finish": render_finish,
+    "start": lambda event: None,
+}
+
+
+def render_event(event: AgentEvent) -> None:
+    renderer = RENDERERS.get(event.type)
+    if renderer is None:
+        st.json(event.to_dict(), expanded=False)
+    else:
+        renderer(event)

@@ -1,0 +1,89 @@
+"""The Streamlit app's logic through streamlit.testing's AppTest, against the real servers."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[2] / "demo" / "app.py")
+QUESTION = "How much power does the Kestrel Ridge solar plant produce?"
+
+
+@pytest.fixture()
+def app_env(monkeypatch, text_search_server, text_index, tmp_path):
+    def configure(policy_url: str):
+        monkeypatch.setenv("VRAG_POLICY_URL", policy_url)
+        monkeypatch.setenv("VRAG_SEARCH_URL", text_search_server.url)
+        monkeypatch.setenv("VRAG_INDEX_DIR", str(text_index))
+        monkeypatch.setenv("VRAG_UPLOAD_DIR", str(tmp_path / "uploads"))
+        monkeypatch.setenv("VRAG_MODEL", "scripted")
+        app = AppTest.from_file(APP, default_timeout=120)
+        app.run()
+        assert not app.exception, app.exception
+        return app
+
+    return configure
+
+
+def _ask(app, question: str):
+    app.text_input(key="question").input(question)
+    app.button[0].click().run()
+    assert not app.exception, app.exception
+    return app
+
+
+def test_episode_is_rendered_step_by_step(app_env, scripted_policy):
+    policy = scripted_policy(default=[
+        "<think>Find the plant.</think><search>Kestrel Ridge solar plant</search>",
+        "<think>Zoom in.</think><bbox>[20, 20, 300, 200]</bbox>",
+        "<think>It says 410 MW.</think><answer>410 MW</answer>",
+    ])
+    app = _ask(app_env(policy), QUESTION)
+    markdown = " ".join(m.value for m in app.markdown)
+    assert "Kestrel Ridge solar plant" in markdown and "Zoom" in markdown  # the search and the crop
+    assert "Find the plant." in " ".join(c.value for c in app.caption)  # the thought
+    assert app.success and "410 MW" in app.success[0].value
+    assert "solar_energy_brief_3" in markdown  # evidence page
+    captions = [c for image in app.image for c in image.captions]
+    assert captions[0] == "retrieved page solar_energy_brief_3"  # the page, the page with the box, the crop
+    assert captions[1] == "where the agent looked" and captions[2].startswith("zoomed crop")
+    history = app.session_state["history"]
+    assert history[0]["answer"] == "410 MW" and history[0]["status"] == "answered"
+    types = [e["type"] for e in history[0]["trajectory"]]
+    assert types == ["start", "think", "search", "search_results", "think", "crop", "think", "answer", "finish"]
+    json.dumps(history[0])  # the download is valid JSON
+
+
+def test_errors_are_shown_as_messages_not_tracebacks(app_env, scripted_policy):
+    policy = scripted_policy(default=["nonsense without tags"])
+    app = _ask(app_env(policy), "anything")
+    assert app.warning and "invalid action" in app.warning[0].value
+    assert any("invalid action" in e.value for e in app.error)  # the fatal one, in red
+    assert app.session_state["history"][0]["status"] == "failed"
+
+
+def test_unreachable_policy_is_reported(app_env):
+    from testkit.loopback import free_port
+
+    app = app_env(f"http://127.0.0.1:{free_port()}/v1")
+    app.sidebar.slider(key="max_turns").set_value(2)
+    app = _ask(app, "anything")
+    assert any("policy failed" in e.value for e in app.error)
+
+
+def test_history_and_settings(app_env, scripted_policy):
+    policy = scripted_policy(default=["<search>bicycle</search>", "<answer>12%</answer>"])
+    app = app_env(policy)
+    app.sidebar.slider(key="top_k").set_value(3)
+    _ask(app, "first question")
+    _ask(app, "second question")
+    assert [h["question"] for h in app.session_state["history"]] == ["first question", "second question"]
+    assert len(app.expander) >= 2  # corpus panel + history entries
+
+
+def test_corpus_panel_lists_documents(app_env, scripted_policy):
+    app = app_env(scripted_policy(default=["<answer>x</answer>"]))
+    captions = " ".join(c.value for c in app.caption)
+    assert "4 document(s), 12 page(s) indexed" in captions
