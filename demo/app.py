@@ -52,7 +52,7 @@ def sidebar() -> DemoSettings:
 def run_question(settings: DemoSettings, question: str) -> None:
     events = []
     with st.container(border=True):
-        st.markdown(f"### ❓ {question}")
+        st.markdown(f"### {question}")
         try:
             for event in make_agent(settings).stream(question):
                 events.append(event)
@@ -86,7 +86,7 @@ def main() -> None:
     st.set_page_config(page_title="VRAG demo", page_icon="🔎", layout="wide")
     st.session_state.setdefault("history", [])
     settings = sidebar()
-    st.title("🔎 VRAG — visual retrieval-augmented reasoning")
+    st.title("VRAG — visual retrieval-augmented reasoning")
     st.caption("The agent searches the page images, zooms into the region that holds the answer, and answers "
                "with its evidence.")
     corpus_panel(settings)

@@ -57,7 +57,7 @@ def ingest_uploads(settings: DemoSettings, uploads) -> None:
 
 
 def corpus_panel(settings: DemoSettings) -> None:
-    with st.expander("📚 Corpus", expanded=False):
+    with st.expander("Corpus", expanded=False):
         documents = list_documents(settings)
         st.caption(f"{len(documents)} document(s), {sum(d['num_pages'] for d in documents)} page(s) indexed")
         for doc in documents:

@@ -9,35 +9,37 @@ import streamlit as st
 from vrag_rl.agent.events import AgentEvent
 from vrag_rl.agent.images import draw_box
 
+IMAGE_WIDTH = 440  # pixels on screen: a page and its crop side by side, the whole episode in view
+
 
 def render_think(event) -> None:
-    st.markdown(f"💭 **Thinking** (turn {event.turn})")
+    st.markdown(f"**Thinking** (turn {event.turn})")
     st.caption(event.text)
 
 
 def render_search(event) -> None:
-    st.markdown("🔎 **Search:** " + " | ".join(f"`{q}`" for q in event.queries))
+    st.markdown("**Search:** " + " | ".join(f"`{q}`" for q in event.queries))
 
 
 def render_search_results(event) -> None:
     if not event.shown:
         st.info(f"No new page: {event.message}")
         return
-    columns = st.columns(len(event.shown))
+    columns = st.columns(max(2, len(event.shown)))
     for column, ref in zip(columns, event.shown):
         with column:
-            st.image(ref.image, caption=f"retrieved page {ref.page_id}", width="stretch")
+            st.image(ref.image, caption=f"retrieved page {ref.page_id}", width=IMAGE_WIDTH)
 
 
 def render_crop(event) -> None:
     source, crop = event.source, event.crop
-    st.markdown(f"🔍 **Zoom** into `{[round(v) for v in event.bbox]}` of {source.page_id}")
+    st.markdown(f"**Zoom** into `{[round(v) for v in event.bbox]}` of {source.page_id}")
     left, right = st.columns(2)
     with left:
         st.image(draw_box(source.image, tuple(int(v) for v in event.bbox), width=4),
-                 caption="where the agent looked", width="stretch")
+                 caption="where the agent looked", width=IMAGE_WIDTH)
     with right:
-        st.image(crop.image, caption=f"zoomed crop (page pixels {list(crop.page_box)})", width="stretch")
+        st.image(crop.image, caption=f"zoomed crop (page pixels {list(crop.page_box)})", width=IMAGE_WIDTH)
 
 
 def render_answer(event) -> None:
