@@ -1,7 +1,7 @@
 """Documents → page images: PDFs through pdf2image (poppler), image files as one-page documents.
 
 Pages are rendered in small chunks so a 2,000-page PDF never sits in memory at once; corrupt and
-encrypted files raise `DocumentError` with a reason, and callers skip them and go on.
+encrypted files raise `DocumentError` with a reason, so callers can skip them and go on.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from PIL import Image, ImageOps
 
@@ -20,7 +20,10 @@ log = logging.getLogger(__name__)
 
 PDF_SUFFIXES = {".pdf"}
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff"}
-RENDER_CHUNK = 8
+RENDER_CHUNK = 8  # pages per poppler call: bounded memory, few enough process starts
+RENDER_TIMEOUT_S = 600  # per chunk: a pathological PDF must not hang an ingestion forever
+MAX_ID_CHARS = 120
+JPEG_QUALITY = 90
 Image.MAX_IMAGE_PIXELS = 300_000_000  # big scans are fine; decompression bombs beyond this are not
 
 
@@ -30,46 +33,76 @@ class DocumentError(Exception):
 
 @dataclass
 class RenderedPage:
-    page_number: int  # 1-based
-    image: Image.Image
+    page_number: int  # 1-based, as in upstream datasets' reference_page
+    image: Image.Image  # RGB
     width: int
     height: int
 
 
+# --------------------------------------------------------------------------------------------- ids
+
+
 def doc_id_for(path: str | Path, taken: set[str] | None = None) -> str:
-    """A URL- and filename-safe document id from the file stem; collisions get a path hash suffix."""
+    """A URL- and filename-safe id from the file stem, so page ids stay upstream's `<stem>_<page>`.
+
+    Two different files whose stems sanitise alike get a suffix from their resolved path, which is
+    stable across runs. vrag_rl.evaluation.dataset mirrors this rule: keep the two in step.
+    """
     path = Path(path)
     stem = re.sub(r"[^A-Za-z0-9._-]", "_", path.stem)
-    stem = re.sub(r"\.{2,}", ".", stem)
-    stem = re.sub(r"^[^A-Za-z0-9]+", "", stem)[:120] or "doc"
+    stem = re.sub(r"\.{2,}", ".", stem)  # ".." could read as a parent folder in a URL or a path
+    stem = re.sub(r"^[^A-Za-z0-9]+", "", stem)[:MAX_ID_CHARS] or "doc"
     if taken is not None and stem in taken:
         digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]
         stem = f"{stem}-{digest}"
     return stem
 
 
+# --------------------------------------------------------------------------------------------- discovery
+
+
+def is_pdf(path: str | Path) -> bool:
+    return Path(path).suffix.lower() in PDF_SUFFIXES
+
+
+def is_supported(path: str | Path) -> bool:
+    suffix = Path(path).suffix.lower()
+    return suffix in PDF_SUFFIXES or suffix in IMAGE_SUFFIXES
+
+
+def _files_under(folder: Path) -> Iterator[Path]:
+    """Supported files below a folder; hidden files (".DS_Store", "._x.png", temp files) are skipped."""
+    for candidate in folder.rglob("*"):
+        relative = candidate.relative_to(folder).parts
+        if candidate.is_file() and is_supported(candidate) and not any(p.startswith(".") for p in relative):
+            yield candidate
+
+
 def discover_documents(paths: Iterable[str | Path]) -> list[Path]:
+    """Expand files and folders into the documents to ingest, sorted and without duplicates.
+
+    A folder is searched recursively and its other files are ignored; a file named explicitly
+    must be a PDF or an image, since silently dropping it would hide a user's mistake.
+    """
     found: list[Path] = []
     for raw in paths:
         path = Path(raw)
         if not path.exists():
             raise FileNotFoundError(f"no such file or folder: {path}")
-        candidates = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-        for candidate in candidates:
-            suffix = candidate.suffix.lower()
-            if suffix in PDF_SUFFIXES or suffix in IMAGE_SUFFIXES:
-                found.append(candidate)
-            elif not path.is_dir():
-                raise ValueError(f"{candidate}: unsupported file type {suffix!r} (PDF or image expected)")
+        if path.is_dir():
+            found.extend(_files_under(path))
+        elif is_supported(path):
+            found.append(path)
+        else:
+            raise ValueError(f"{path}: unsupported file type {path.suffix!r} (PDF or image expected)")
     return sorted(dict.fromkeys(p.resolve() for p in found))
 
 
-def is_pdf(path: Path) -> bool:
-    return path.suffix.lower() in PDF_SUFFIXES
+# --------------------------------------------------------------------------------------------- reading
 
 
 def _check_pdf_readable(path: Path) -> None:
-    """pymupdf opens a PDF in milliseconds and tells encryption apart from corruption."""
+    """pymupdf opens a PDF in milliseconds and, unlike poppler, tells encryption apart from corruption."""
     import pymupdf
 
     try:
@@ -84,7 +117,17 @@ def _check_pdf_readable(path: Path) -> None:
         raise DocumentError(f"{path.name}: not a valid PDF ({exc})") from exc
 
 
+def _poppler_missing() -> RuntimeError:
+    """Not a document's fault: every document would fail, so stop instead of skipping them all."""
+    return RuntimeError("poppler is missing: install it (Debian: apt-get install poppler-utils)")
+
+
 def count_pages(path: str | Path) -> int:
+    """Number of pages (1 for an image); raises DocumentError for a file that cannot be read."""
+    from pdf2image import pdfinfo_from_path
+    from pdf2image.exceptions import (PDFInfoNotInstalledError, PDFPageCountError, PDFPopplerTimeoutError,
+                                      PDFSyntaxError)
+
     path = Path(path)
     if not path.is_file():
         raise DocumentError(f"{path}: file not found")
@@ -92,15 +135,14 @@ def count_pages(path: str | Path) -> int:
         _open_image(path).close()
         return 1
     _check_pdf_readable(path)
-    from pdf2image import pdfinfo_from_path
-    from pdf2image.exceptions import PDFInfoNotInstalledError
-
     try:
-        return int(pdfinfo_from_path(str(path))["Pages"])
+        return int(pdfinfo_from_path(str(path), timeout=RENDER_TIMEOUT_S)["Pages"])
     except PDFInfoNotInstalledError as exc:
-        raise RuntimeError("poppler is missing: install it (Debian: apt-get install poppler-utils)") from exc
-    except Exception as exc:  # noqa: BLE001 - pdf2image raises generic errors for unreadable files
-        raise DocumentError(f"{path.name}: cannot read page count ({exc})") from exc
+        raise _poppler_missing() from exc
+    except (PDFPageCountError, PDFSyntaxError, PDFPopplerTimeoutError) as exc:
+        raise DocumentError(f"{path.name}: not a valid PDF ({exc})") from exc
+    except (KeyError, ValueError) as exc:  # pdfinfo ran but printed no usable page count
+        raise DocumentError(f"{path.name}: cannot read the page count ({exc})") from exc
 
 
 def _open_image(path: Path) -> Image.Image:
@@ -113,79 +155,122 @@ def _open_image(path: Path) -> Image.Image:
 
 
 def _fit(image: Image.Image, max_side: int | None) -> Image.Image:
+    """Upright RGB, longer side ≤ max_side: phone photos carry their rotation in EXIF, models need RGB."""
     image = ImageOps.exif_transpose(image).convert("RGB")
     if max_side and max(image.size) > max_side:
         image.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
     return image
 
 
+def _render_pdf_chunk(path: Path, dpi: int, first: int, last: int, thread_count: int) -> list[Image.Image]:
+    from pdf2image import convert_from_path
+    from pdf2image.exceptions import PDFInfoNotInstalledError, PopplerNotInstalledError
+
+    try:
+        images = convert_from_path(str(path), dpi=dpi, fmt="jpeg", first_page=first, last_page=last,
+                                   thread_count=thread_count, timeout=RENDER_TIMEOUT_S)
+    except (PDFInfoNotInstalledError, PopplerNotInstalledError) as exc:
+        raise _poppler_missing() from exc
+    except Exception as exc:  # noqa: BLE001 - poppler failures surface as assorted exception types
+        raise DocumentError(f"{path.name}: rendering pages {first}-{last} failed ({exc})") from exc
+    if len(images) != last - first + 1:
+        raise DocumentError(f"{path.name}: expected {last - first + 1} pages from page {first}, got {len(images)}")
+    return images
+
+
 def render_pages(path: str | Path, dpi: int = 144, first_page: int = 1, last_page: int | None = None,
                  thread_count: int = 2, max_side: int | None = 2400) -> Iterator[RenderedPage]:
+    """Yield pages `first_page..last_page` (1-based, inclusive) as RGB images, a chunk at a time."""
     path = Path(path)
+    if first_page < 1:
+        raise ValueError(f"first_page is 1-based, got {first_page}")
     if not is_pdf(path):
-        image = _fit(_open_image(path), max_side)
-        yield RenderedPage(1, image, image.width, image.height)
+        if first_page == 1 and (last_page is None or last_page >= 1):
+            image = _fit(_open_image(path), max_side)
+            yield RenderedPage(1, image, image.width, image.height)
         return
-    from pdf2image import convert_from_path
-
     if last_page is None:
         last_page = count_pages(path)
+    else:
+        _check_pdf_readable(path)  # poppler's own message for an encrypted file is unhelpful
     for start in range(first_page, last_page + 1, RENDER_CHUNK):
         end = min(last_page, start + RENDER_CHUNK - 1)
-        try:
-            images = convert_from_path(str(path), dpi=dpi, fmt="jpeg", first_page=start, last_page=end,
-                                       thread_count=thread_count)
-        except Exception as exc:  # noqa: BLE001
-            raise DocumentError(f"{path.name}: rendering pages {start}-{end} failed ({exc})") from exc
-        if len(images) != end - start + 1:
-            raise DocumentError(f"{path.name}: expected {end - start + 1} pages from {start}, got {len(images)}")
-        for offset, image in enumerate(images):
+        for offset, image in enumerate(_render_pdf_chunk(path, dpi, start, end, thread_count)):
             image = _fit(image, max_side)
             yield RenderedPage(start + offset, image, image.width, image.height)
 
 
-def pdf_to_images(pdf_paths: Iterable[str | Path], out_dir: str | Path, dpi: int = 144, workers: int = 2,
-                  progress: bool = True, max_side: int | None = None) -> tuple[dict[str, list[Path]], dict[str, str]]:
-    """Upstream's `pdf2images` step, robust: `<out>/<doc_id>_<page>.jpg`, bad files reported and skipped.
+# --------------------------------------------------------------------------------------------- converter
 
-    Returns (doc_id → written images, source → failure reason).
+
+def _save_jpeg_atomic(image: Image.Image, target: Path) -> None:
+    """Write to a hidden temp name, then rename: a killed run never leaves a half-written JPEG."""
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        image.save(tmp, format="JPEG", quality=JPEG_QUALITY)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _warn(path: Path, error: DocumentError) -> None:
+    log.warning("skipping %s: %s", path, error)
+
+
+def _plan_conversion(documents: list[Path], on_error: Callable[[Path, DocumentError], None]):
+    """(path, doc_id, pages) for every readable document; counting first gives the progress bar a total."""
+    taken: set[str] = set()
+    plan = []
+    for doc in documents:
+        try:
+            pages = count_pages(doc)
+        except DocumentError as exc:
+            on_error(doc, exc)
+            continue
+        doc_id = doc_id_for(doc, taken)
+        taken.add(doc_id)
+        plan.append((doc, doc_id, pages))
+    return plan
+
+
+def _convert_document(doc: Path, doc_id: str, out_dir: Path, dpi: int, max_side: int | None, bar) -> list[Path]:
+    written: list[Path] = []
+    try:
+        for page in render_pages(doc, dpi=dpi, thread_count=1, max_side=max_side):
+            target = out_dir / f"{doc_id}_{page.page_number}.jpg"
+            _save_jpeg_atomic(page.image, target)
+            written.append(target)
+            bar.update(1)
+    except DocumentError:
+        for target in written:  # a skipped document leaves nothing behind, as if never given
+            target.unlink(missing_ok=True)
+        raise
+    return written
+
+
+def pdf_to_images(pdf_paths: Iterable[str | Path], out_dir: str | Path, dpi: int = 144, workers: int = 2,
+                  progress: bool = True, max_side: int | None = None,
+                  on_error: Callable[[Path, DocumentError], None] | None = None) -> dict[str, list[Path]]:
+    """Upstream's `pdf2images` step: `<out>/<doc_id>_<page>.jpg` for every page, documents in parallel.
+
+    A document that cannot be read is handed to `on_error` (default: a logged warning) and skipped,
+    so one bad file never stops a batch. Returns doc_id → written images, in page order.
     """
     from tqdm.auto import tqdm
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    documents = discover_documents(pdf_paths)
-    taken: set[str] = set()
-    plan, failed = [], {}
-    for doc in documents:
-        try:
-            plan.append((doc, doc_id_for(doc, taken), count_pages(doc)))
-            taken.add(plan[-1][1])
-        except DocumentError as exc:
-            failed[str(doc)] = str(exc)
-            log.warning("skipping %s", exc)
+    on_error = on_error or _warn
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    plan = _plan_conversion(discover_documents(pdf_paths), on_error)
     written: dict[str, list[Path]] = {}
-    bar = tqdm(total=sum(n for *_, n in plan), unit="page", desc="pdf2images", disable=not progress)
-
-    def convert(doc: Path, doc_id: str) -> list[Path]:
-        paths = []
-        for page in render_pages(doc, dpi=dpi, thread_count=1, max_side=max_side):
-            target = out_dir / f"{doc_id}_{page.page_number}.jpg"
-            tmp = target.with_name(f".{target.name}.tmp")
-            page.image.save(tmp, format="JPEG", quality=90)
-            os.replace(tmp, target)
-            paths.append(target)
-            bar.update(1)
-        return paths
-
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = {pool.submit(convert, doc, doc_id): (doc, doc_id) for doc, doc_id, _ in plan}
+    with tqdm(total=sum(n for *_, n in plan), unit="page", desc="pdf2images", disable=not progress) as bar, \
+            ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        futures = {pool.submit(_convert_document, doc, doc_id, out, dpi, max_side, bar): (doc, doc_id)
+                   for doc, doc_id, _ in plan}
         for future in as_completed(futures):
             doc, doc_id = futures[future]
             try:
                 written[doc_id] = future.result()
             except DocumentError as exc:
-                failed[str(doc)] = str(exc)
-                log.warning("skipping %s", exc)
-    bar.close()
-    return written, failed
+                on_error(doc, exc)
+    return {doc_id: written[doc_id] for _, doc_id, _ in plan if doc_id in written}
