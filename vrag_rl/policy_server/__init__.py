@@ -1,21 +1,28 @@
-"""OpenAI-compatible policy servers: transformers-backed, scripted replay, rule-based OCR reader.
+"""OpenAI-compatible policy servers: transformers-backed VLM, scripted replay, rule-based OCR reader.
 
-Importing the package does not import torch; the backends load lazily.
+Names load lazily: importing the package (for the protocol models, or the scripted backends in a
+test) must not pay for importing torch and transformers.
 """
-__all__ = ["create_app", "ScriptedBackend", "RuleBasedBackend", "TransformersBackend"]
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "create_app": "vrag_rl.policy_server.app",
+    "Backend": "vrag_rl.policy_server.app",
+    "ScriptedBackend": "vrag_rl.policy_server.scripted",
+    "RuleBasedBackend": "vrag_rl.policy_server.scripted",
+    "TransformersBackend": "vrag_rl.policy_server.transformers_backend",
+    "ChatCompletionRequest": "vrag_rl.policy_server.protocol",
+    "ChatMessage": "vrag_rl.policy_server.protocol",
+    "Generation": "vrag_rl.policy_server.protocol",
+    "GenerationParams": "vrag_rl.policy_server.protocol",
+    "BadRequest": "vrag_rl.policy_server.protocol",
+}
+__all__ = list(_EXPORTS)
 
 
 def __getattr__(name: str):
-    if name == "create_app":
-        from vrag_rl.policy_server.app import create_app
-
-        return create_app
-    if name in ("ScriptedBackend", "RuleBasedBackend"):
-        from vrag_rl.policy_server import scripted
-
-        return getattr(scripted, name)
-    if name == "TransformersBackend":
-        from vrag_rl.policy_server.transformers_backend import TransformersBackend
-
-        return TransformersBackend
-    raise AttributeError(name)
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,99 +1,175 @@
-"""One FastAPI app for every policy backend: validation, auth, SSE streaming, errors as 4xx."""
+"""One FastAPI app for every policy backend: validation, auth, SSE streaming, errors as 4xx.
+
+Backends only turn a conversation into text; everything HTTP (OpenAI shapes, bounds, API key,
+streaming, error bodies) lives here once, so the scripted, rule-based and transformers servers
+behave identically towards the agent, and like vLLM.
+"""
 from __future__ import annotations
 
 import json
+import logging
+import re
 import secrets
-import threading
 import time
-import uuid
-from typing import Protocol
+from typing import Any, Iterator, Protocol, runtime_checkable
 
-from fastapi import FastAPI, Header, HTTPException, Request
-from fastapi.concurrency import run_in_threadpool
+import anyio
+import anyio.to_thread
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from vrag_rl.policy_server.protocol import (
-    BadImageError, ChatCompletionRequest, ChatCompletionResponse, ChatMessage, Choice, Generation, ModelCard,
-    ModelList, ResponseMessage, Usage, apply_stop,
+    BadRequest,
+    ChatCompletionRequest,
+    ChatCompletionResponse,
+    ChatMessage,
+    Choice,
+    Generation,
+    GenerationParams,
+    ModelCard,
+    ModelList,
+    ResponseMessage,
+    Usage,
+    _completion_id,
+    apply_stop,
 )
 
+log = logging.getLogger("vrag_rl.policy_server")
 
+
+@runtime_checkable
 class Backend(Protocol):
-    def generate(self, messages: list[ChatMessage], request: ChatCompletionRequest) -> Generation: ...
+    """Anything that turns a conversation into the next assistant turn.
+
+    May set `max_concurrency` (an int): the app then queues requests beyond it in the event loop
+    instead of parking worker threads on a lock (an in-process model is not re-entrant).
+    Raise `BadRequest` for input it cannot use (answered 400); anything else is a 500.
+    """
+
+    def generate(self, messages: list[ChatMessage], params: GenerationParams) -> Generation: ...
 
 
-def create_app(backend: Backend, model_name: str, api_key: str | None = None, serialize: bool = False) -> FastAPI:
-    """`serialize=True` runs one generation at a time (a single in-process model is not re-entrant)."""
+def create_app(backend: Backend, model_name: str, api_key: str | None = None, *, serialize: bool = False) -> FastAPI:
+    """The OpenAI-compatible app for `backend`, served as `model_name`.
+
+    `api_key`: when set, `/v1/*` needs `Authorization: Bearer <api_key>` (401 otherwise); `/health` stays open
+    for load balancers. `serialize=True` forces one generation at a time whatever the backend declares.
+    """
     app = FastAPI(title="VRAG policy server (OpenAI-compatible)", version="1.0")
-    lock = threading.Lock() if serialize else None
+    app.state.backend = backend
+    app.state.model_name = model_name
+    declared = getattr(backend, "max_concurrency", None)
+    concurrency = 1 if serialize else declared
+    limiter_box: dict[str, Any] = {}
 
-    def check_key(authorization: str | None) -> None:
-        if api_key is None:
-            return
-        given = authorization[7:] if authorization and authorization.lower().startswith("bearer ") else ""
-        if not secrets.compare_digest(given, api_key):
-            raise HTTPException(401, "missing or wrong API key (Authorization: Bearer ...)")
+    def limiter() -> anyio.CapacityLimiter | None:
+        # created lazily: an anyio limiter belongs to the running event loop
+        if concurrency is None:
+            return None
+        if "limiter" not in limiter_box:
+            limiter_box["limiter"] = anyio.CapacityLimiter(int(concurrency))
+        return limiter_box["limiter"]
 
-    def generate(body: ChatCompletionRequest) -> Generation:
-        if lock is None:
-            result = backend.generate(body.messages, body)
-        else:
-            with lock:
-                result = backend.generate(body.messages, body)
-        text, hit = apply_stop(result.text, body.stop_list())
+    if api_key:
+        app.add_middleware(_ApiKeyMiddleware, api_key=api_key)
+
+    def run(body: ChatCompletionRequest) -> Generation:
+        for message in body.messages:  # fail fast (400) on bad image URLs, before any model work
+            for part in message.image_parts():
+                part.raw()
+        params = body.params()
+        result = backend.generate(body.messages, params)
+        text, hit = apply_stop(result.text, params.stop)
         if hit:
-            result = Generation(text=text, prompt_tokens=result.prompt_tokens,
-                                completion_tokens=result.completion_tokens, finish_reason="stop")
+            result = result.model_copy(update={"text": text, "finish_reason": "stop"})
         return result
 
     @app.post("/v1/chat/completions")
-    async def chat_completions(body: ChatCompletionRequest, authorization: str | None = Header(None)):
-        check_key(authorization)
+    async def chat_completions(body: ChatCompletionRequest):
         try:
-            result = await run_in_threadpool(generate, body)
-        except BadImageError as exc:
-            raise HTTPException(400, str(exc)) from None
-        except ValueError as exc:
-            raise HTTPException(400, str(exc)) from None
+            result = await anyio.to_thread.run_sync(run, body, limiter=limiter())
+        except BadRequest as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=400)
         model = body.model or model_name
+        usage = Usage(prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
+                      total_tokens=result.prompt_tokens + result.completion_tokens)
         if body.stream:
-            return StreamingResponse(_sse(result, model), media_type="text/event-stream")
+            include_usage = bool(body.stream_options and body.stream_options.include_usage)
+            return StreamingResponse(_sse(result, model, usage if include_usage else None),
+                                     media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
         return ChatCompletionResponse(
             model=model,
             choices=[Choice(message=ResponseMessage(content=result.text), finish_reason=result.finish_reason)],
-            usage=Usage(prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
-                        total_tokens=result.prompt_tokens + result.completion_tokens),
+            usage=usage,
         )
 
     @app.get("/v1/models", response_model=ModelList)
-    async def models(authorization: str | None = Header(None)) -> ModelList:
-        check_key(authorization)
+    async def models() -> ModelList:
         return ModelList(data=[ModelCard(id=model_name)])
 
     @app.get("/health")
     async def health() -> dict:
         return {"status": "ok", "model": model_name}
 
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError):
+        # FastAPI's default echoes each offending input back: for a 20 MB image that is 20 MB of error.
+        return JSONResponse({"detail": [_short_error(e) for e in exc.errors()]}, status_code=422)
+
     @app.exception_handler(Exception)
-    async def unexpected(request: Request, exc: Exception):  # a clear 500, never a stack trace to the client
-        return JSONResponse({"detail": f"internal error: {type(exc).__name__}: {exc}"}, status_code=500)
+    async def unexpected(request: Request, exc: Exception):
+        log.exception("policy backend failed")  # the trace goes to the server log, not to the client
+        return JSONResponse({"detail": f"internal error: {type(exc).__name__}: {str(exc)[:300]}"}, status_code=500)
 
     return app
 
 
-def _sse(result: Generation, model: str):
-    """OpenAI's chat.completion.chunk stream: role, content pieces, finish, [DONE]."""
-    chunk_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+def _short_error(error: dict) -> dict:
+    return {"loc": list(error.get("loc", ())), "msg": str(error.get("msg", "")), "type": str(error.get("type", ""))}
+
+
+class _ApiKeyMiddleware:
+    """Checks the bearer key before the body is read, so a stranger gets 401 and not a validation error."""
+
+    def __init__(self, app, api_key: str):
+        self.app = app
+        self.expected = api_key.encode()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope.get("path", "").startswith("/v1"):
+            header = dict(scope.get("headers") or []).get(b"authorization", b"")
+            scheme, _, given = header.partition(b" ")
+            if scheme.lower() != b"bearer" or not secrets.compare_digest(given.strip(), self.expected):
+                response = JSONResponse({"detail": "missing or wrong API key (send Authorization: Bearer <key>)"},
+                                        status_code=401, headers={"WWW-Authenticate": "Bearer"})
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _pieces(text: str) -> list[str]:
+    """Word-sized pieces whose concatenation is exactly `text` (whitespace kept)."""
+    return [p for p in re.findall(r"\s*\S+\s*|\s+", text) if p]
+
+
+def _sse(result: Generation, model: str, usage: Usage | None) -> Iterator[str]:
+    """OpenAI's chat.completion.chunk stream: role, content pieces, finish reason, [usage], [DONE]."""
+    chunk_id = _completion_id()
     created = int(time.time())
 
-    def chunk(delta: dict, finish: str | None = None) -> str:
-        payload = {"id": chunk_id, "object": "chat.completion.chunk", "created": created, "model": model,
-                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    def chunk(delta: dict, finish: str | None = None, choices: bool = True, usage_obj: Usage | None = None) -> str:
+        payload: dict[str, Any] = {"id": chunk_id, "object": "chat.completion.chunk", "created": created,
+                                   "model": model,
+                                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}] if choices else []}
+        if usage is not None:
+            payload["usage"] = usage_obj.model_dump() if usage_obj is not None else None
         return f"data: {json.dumps(payload)}\n\n"
 
     yield chunk({"role": "assistant", "content": ""})
-    words = result.text.split(" ")
-    for i, word in enumerate(words):
-        yield chunk({"content": word if i == 0 else " " + word})
+    for piece in _pieces(result.text):
+        yield chunk({"content": piece})
     yield chunk({}, result.finish_reason)
+    if usage is not None:
+        yield chunk({}, choices=False, usage_obj=usage)
     yield "data: [DONE]\n\n"

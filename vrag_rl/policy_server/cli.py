@@ -1,49 +1,80 @@
-"""`vrag-policy serve`: an OpenAI-compatible policy endpoint (transformers model, scripted, or rule-based)."""
+"""`vrag-policy serve`: an OpenAI-compatible policy endpoint (transformers model, scripted replay, or rule-based OCR).
+
+Examples:
+  vrag-policy serve --backend transformers --model Qwen/Qwen2.5-VL-7B-Instruct --port 8001
+  vrag-policy serve --backend scripted --script replies.json
+  vrag-policy serve --backend rule-based            # CPU-only demo policy that reads pages with tesseract
+"""
 from __future__ import annotations
 
 import argparse
+import sys
+
+BACKENDS = ("transformers", "scripted", "rule-based")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vrag-policy", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="start the server", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    serve.add_argument("--backend", choices=BACKENDS, default="transformers")
+    serve.add_argument("--model", help="hub id or local folder (transformers backend)")
+    serve.add_argument("--script", help="JSON/YAML file {scripts: {key: [replies]}, default: [replies]} (scripted)")
+    serve.add_argument("--served-model-name", default=None, help="name in /v1/models (default: --model or backend)")
+    serve.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
+    serve.add_argument("--dtype", default="auto", help="auto (bf16 on GPU, fp32 on CPU), bfloat16, float16, float32")
+    serve.add_argument("--max-pixels", type=int, default=512 * 28 * 28, help="image budget per image (transformers)")
+    serve.add_argument("--min-pixels", type=int, default=256 * 28 * 28)
+    serve.add_argument("--host", default="127.0.0.1", help="0.0.0.0 exposes it: set --api-key then")
+    serve.add_argument("--port", type=int, default=8001)
+    serve.add_argument("--api-key", default=None, help="require Authorization: Bearer KEY on /v1/*")
+    serve.add_argument("--log-level", default="info")
+    return parser
 
 
 def build_app(args: argparse.Namespace):
+    """The app for parsed `serve` arguments; `SystemExit` with one clear line for unusable ones."""
     from vrag_rl.policy_server.app import create_app
 
     if args.backend == "transformers":
         if not args.model:
-            raise SystemExit("--model is required for the transformers backend")
+            raise SystemExit("vrag-policy: --model is required for the transformers backend")
         from vrag_rl.policy_server.transformers_backend import TransformersBackend
 
-        backend = TransformersBackend(args.model, device=args.device, dtype=args.dtype)
+        try:
+            backend = TransformersBackend(args.model, device=args.device, dtype=args.dtype,
+                                          max_pixels=args.max_pixels, min_pixels=args.min_pixels)
+        except (RuntimeError, ValueError) as exc:
+            raise SystemExit(f"vrag-policy: {exc}") from None
         name = args.served_model_name or args.model
-        return create_app(backend, name, api_key=args.api_key, serialize=True)
-    if args.backend == "scripted":
+    elif args.backend == "scripted":
         if not args.script:
-            raise SystemExit("--script FILE is required for the scripted backend")
+            raise SystemExit("vrag-policy: --script FILE is required for the scripted backend")
         from vrag_rl.policy_server.scripted import ScriptedBackend
 
-        return create_app(ScriptedBackend.from_file(args.script), args.served_model_name or "scripted",
-                          api_key=args.api_key)
-    from vrag_rl.policy_server.scripted import RuleBasedBackend
+        try:
+            backend = ScriptedBackend.from_file(args.script)
+        except ValueError as exc:
+            raise SystemExit(f"vrag-policy: {exc}") from None
+        name = args.served_model_name or "scripted"
+    else:
+        from vrag_rl.policy_server.scripted import RuleBasedBackend
 
-    return create_app(RuleBasedBackend(), args.served_model_name or "rule-based", api_key=args.api_key)
+        backend = RuleBasedBackend()
+        name = args.served_model_name or "rule-based"
+    return create_app(backend, name, api_key=args.api_key)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="vrag-policy", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="start the server")
-    serve.add_argument("--backend", choices=["transformers", "scripted", "rule-based"], default="transformers")
-    serve.add_argument("--model", help="hub id or local path (transformers backend)")
-    serve.add_argument("--script", help="JSON/YAML script file (scripted backend)")
-    serve.add_argument("--served-model-name", default=None)
-    serve.add_argument("--device", default="auto")
-    serve.add_argument("--dtype", default="auto")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8001)
-    serve.add_argument("--api-key", default=None)
-    args = parser.parse_args(argv)
-    import uvicorn
+    args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        app = build_app(args)
+        import uvicorn
 
-    uvicorn.run(build_app(args), host=args.host, port=args.port, log_level="info")
+        print(f"vrag-policy: serving {app.state.model_name!r} ({args.backend}) on http://{args.host}:{args.port}/v1",
+              file=sys.stderr, flush=True)
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,9 @@
-"""The subset of OpenAI chat completions our policy servers speak (what `vllm serve` accepts)."""
+"""The subset of OpenAI chat completions our policy servers speak (what `vllm serve` accepts).
+
+The agent talks to vLLM in production and to these servers in tests and demos; modelling the
+same request/response shapes means the agent cannot tell them apart. Bounds (messages, images,
+bytes) exist because a policy server is reachable from other machines during RL rollouts.
+"""
 from __future__ import annotations
 
 import base64
@@ -7,16 +12,27 @@ import io
 import re
 import time
 import uuid
-from typing import Literal, Union
+from dataclasses import dataclass
+from typing import Annotated, Literal, Union
 
 from PIL import Image
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 MAX_MESSAGES = 256
 MAX_IMAGES = 32
-MAX_DATA_URL_BYTES = 20 * 2**20
+MAX_DATA_URL_CHARS = 20 * 2**20  # one data URL, as sent (base64 text), at most 20 MB
+MAX_IMAGE_PIXELS = 64_000_000  # refuse decompression bombs before PIL allocates them
+MAX_TOKENS_LIMIT = 8192
 
-_DATA_URL = re.compile(r"^data:image(/[a-zA-Z0-9.+-]+)?;base64,(.*)$", re.DOTALL)
+_DATA_URL = re.compile(r"^data:image/[a-zA-Z0-9.+-]+;base64,", re.IGNORECASE)
+
+
+class BadRequest(ValueError):
+    """A request that parsed but cannot be served (bad image, unknown script): the app answers 400."""
+
+
+class BadImageError(BadRequest):
+    """An image part that is not an inline base64 image we can decode."""
 
 
 class TextPart(BaseModel):
@@ -25,16 +41,30 @@ class TextPart(BaseModel):
 
 
 class ImageURL(BaseModel):
-    url: str = Field(..., max_length=MAX_DATA_URL_BYTES * 4 // 3 + 100)
+    url: str = Field(..., max_length=MAX_DATA_URL_CHARS)
     detail: str | None = None
 
 
 class ImagePart(BaseModel):
     type: Literal["image_url"]
     image_url: ImageURL
+    _raw: bytes | None = PrivateAttr(None)
+    _image: Image.Image | None = PrivateAttr(None)
+
+    def raw(self) -> bytes:
+        """The image file's bytes (base64 checked once: the app validates before a backend decodes)."""
+        if self._raw is None:
+            self._raw = check_image_url(self.image_url.url)
+        return self._raw
+
+    def image(self) -> Image.Image:
+        """The decoded RGB image, decoded at most once per request."""
+        if self._image is None:
+            self._image = decode_image_bytes(self.raw())
+        return self._image
 
 
-ContentPart = Union[TextPart, ImagePart]
+ContentPart = Annotated[Union[TextPart, ImagePart], Field(discriminator="type")]
 
 
 class ChatMessage(BaseModel):
@@ -42,49 +72,91 @@ class ChatMessage(BaseModel):
     content: str | list[ContentPart] | None = None
 
     def text(self) -> str:
+        """All text of the message (text parts joined by newlines)."""
         if isinstance(self.content, str):
             return self.content
         return "\n".join(p.text for p in self.content or [] if isinstance(p, TextPart))
 
-    def image_urls(self) -> list[str]:
+    def image_parts(self) -> list[ImagePart]:
         if isinstance(self.content, list):
-            return [p.image_url.url for p in self.content if isinstance(p, ImagePart)]
+            return [p for p in self.content if isinstance(p, ImagePart)]
         return []
+
+    def image_urls(self) -> list[str]:
+        return [p.image_url.url for p in self.image_parts()]
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    """What a backend needs from a request, without the HTTP model around it."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 512
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    top_k: int | None = None
+    repetition_penalty: float | None = None
 
 
 class ChatCompletionRequest(BaseModel):
+    # Unknown OpenAI/vLLM fields (user, logprobs, ...) are ignored, as vLLM ignores what it does not use.
+    model_config = ConfigDict(extra="ignore")
+
     model: str | None = None
     messages: list[ChatMessage] = Field(..., min_length=1, max_length=MAX_MESSAGES)
     temperature: float = Field(1.0, ge=0.0, le=2.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    max_tokens: int | None = Field(512, ge=1, le=8192)
-    max_completion_tokens: int | None = Field(None, ge=1, le=8192)
+    top_p: float = Field(1.0, ge=0.0, le=1.0)
+    max_tokens: int | None = Field(512, ge=1, le=MAX_TOKENS_LIMIT)
+    max_completion_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS_LIMIT)
     stop: str | list[str] | None = None
     stream: bool = False
+    stream_options: StreamOptions | None = None
     n: int = Field(1, ge=1, le=1, description="only n=1 is supported")
     seed: int | None = None
+    # vLLM extensions the RL trainer sends through `extra_body`
+    top_k: int | None = Field(None, ge=-1)
+    repetition_penalty: float | None = Field(None, gt=0.0, le=10.0)
 
     @field_validator("messages")
     @classmethod
     def _bounded_images(cls, messages: list[ChatMessage]) -> list[ChatMessage]:
-        count = sum(len(m.image_urls()) for m in messages)
+        count = sum(len(m.image_parts()) for m in messages)
         if count > MAX_IMAGES:
             raise ValueError(f"{count} images in one request; at most {MAX_IMAGES}")
         return messages
 
+    @field_validator("stop")
+    @classmethod
+    def _bounded_stop(cls, stop: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(stop, list) and len(stop) > 16:
+            raise ValueError("at most 16 stop strings")
+        return stop
+
     def stop_list(self) -> list[str]:
         if self.stop is None:
             return []
-        return [self.stop] if isinstance(self.stop, str) else [s for s in self.stop if s]
+        return [s for s in ([self.stop] if isinstance(self.stop, str) else self.stop) if s]
 
     def token_limit(self) -> int:
         return self.max_completion_tokens or self.max_tokens or 512
 
+    def params(self) -> GenerationParams:
+        return GenerationParams(temperature=self.temperature, top_p=self.top_p, max_tokens=self.token_limit(),
+                                stop=tuple(self.stop_list()), seed=self.seed, top_k=self.top_k,
+                                repetition_penalty=self.repetition_penalty)
+
 
 class Generation(BaseModel):
+    """A backend's reply: the text and what it cost, in the backend's own token unit."""
+
     text: str
-    prompt_tokens: int
-    completion_tokens: int
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
     finish_reason: Literal["stop", "length"] = "stop"
 
 
@@ -105,8 +177,12 @@ class Usage(BaseModel):
     total_tokens: int
 
 
+def _completion_id() -> str:
+    return f"chatcmpl-{uuid.uuid4().hex[:24]}"
+
+
 class ChatCompletionResponse(BaseModel):
-    id: str = Field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex[:24]}")
+    id: str = Field(default_factory=_completion_id)
     object: Literal["chat.completion"] = "chat.completion"
     created: int = Field(default_factory=lambda: int(time.time()))
     model: str
@@ -126,30 +202,48 @@ class ModelList(BaseModel):
     data: list[ModelCard]
 
 
-class BadImageError(ValueError):
-    pass
+def check_image_url(url: str) -> bytes:
+    """The raw bytes of an inline image; anything else is refused, since the server never fetches a URL
+    someone hands it (that would let any client make it reach into the network it sits in)."""
+    match = _DATA_URL.match(url)
+    if not match:
+        if url.lower().startswith(("http://", "https://", "file:", "ftp://")):
+            raise BadImageError("only data:image/...;base64 URLs are accepted (remote image URLs are not fetched)")
+        raise BadImageError("image_url must be a data:image/...;base64,... URL")
+    payload = url[match.end():]
+    try:
+        return base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        unwrapped = re.sub(r"\s+", "", payload)  # line-wrapped (MIME-style) base64 is still base64
+        if unwrapped != payload:
+            try:
+                return base64.b64decode(unwrapped, validate=True)
+            except (binascii.Error, ValueError):
+                pass
+        raise BadImageError(f"malformed base64 in an image data URL: {exc}") from None
 
 
 def decode_data_url(url: str) -> Image.Image:
-    """Only inline base64 images: the server never fetches a URL someone hands it."""
-    match = _DATA_URL.match(url)
-    if not match:
-        raise BadImageError("only data:image/...;base64 URLs are accepted (remote image URLs are not fetched)")
-    try:
-        raw = base64.b64decode(match.group(2), validate=False)
-    except (binascii.Error, ValueError) as exc:
-        raise BadImageError(f"malformed base64 image: {exc}") from exc
-    if len(raw) > MAX_DATA_URL_BYTES:
-        raise BadImageError("image larger than 20 MB")
-    try:
-        image = Image.open(io.BytesIO(raw))
-        image.load()
-    except Exception as exc:  # noqa: BLE001 - PIL raises many types
-        raise BadImageError(f"not a decodable image: {exc}") from exc
-    return image.convert("RGB")
+    """A `data:image/...;base64,` URL as an RGB PIL image; `BadImageError` for anything else."""
+    return decode_image_bytes(check_image_url(url))
 
 
-def apply_stop(text: str, stop: list[str]) -> tuple[str, bool]:
-    """Cut at the earliest stop string (excluded, as OpenAI does)."""
-    cut = min((i for i in (text.find(s) for s in stop) if i >= 0), default=-1)
+def decode_image_bytes(raw: bytes) -> Image.Image:
+    try:
+        with Image.open(io.BytesIO(raw)) as image:
+            if image.width * image.height > MAX_IMAGE_PIXELS:
+                raise BadImageError(f"image too large: {image.width}x{image.height} pixels")
+            return image.convert("RGB")
+    except BadImageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - PIL raises many types for undecodable data
+        raise BadImageError(f"not a decodable image: {type(exc).__name__}: {exc}") from None
+
+
+def apply_stop(text: str, stop: str | list[str] | tuple[str, ...] | None) -> tuple[str, bool]:
+    """Cut at the earliest stop string (the stop string itself excluded, as OpenAI and vLLM do)."""
+    if not stop:
+        return text, False
+    stops = [stop] if isinstance(stop, str) else [s for s in stop if s]
+    cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
     return (text[:cut], True) if cut >= 0 else (text, False)
