@@ -310,3 +310,101 @@ def test_importing_the_package_does_not_import_torch():
     code = ("import sys, vrag_rl.policy_server as p; from vrag_rl.policy_server import create_app, ScriptedBackend, "
             "RuleBasedBackend; assert 'torch' not in sys.modules and 'transformers' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+
+
+# --------------------------------------------------------------------------------------------- rule-based server
+
+PAGE_LINES = ["Quarterly Report 2023", "Revenue grew to 341 million dollars", "Employees at year end: 1,870",
+              "Headquarters are in Lisbon"]
+QUESTION = "How many employees were there at year end?"
+
+
+def _page() -> tuple[Image.Image, list[tuple[int, int, int, int]]]:
+    """A white 800x600 page with large printed lines, and where each line was drawn."""
+    image = Image.new("RGB", (800, 600), "white")
+    draw = ImageDraw.Draw(image)
+    font = ImageFont.load_default(size=28)
+    boxes = []
+    for i, line in enumerate(PAGE_LINES):
+        xy = (60, 60 + i * 110)
+        draw.text(xy, line, fill="black", font=font)
+        boxes.append(tuple(int(v) for v in draw.textbbox(xy, line, font=font)))
+    return image, boxes
+
+
+@pytest.fixture(scope="module")
+def rule_server():
+    server = LoopbackServer(create_app(RuleBasedBackend(), "rule-based")).start()
+    yield server
+    server.stop()
+
+
+def _reply(client: openai.OpenAI, messages: list[dict]) -> str:
+    reply = client.chat.completions.create(model="rule-based", messages=messages, temperature=0)
+    return reply.choices[0].message.content
+
+
+def test_rule_based_search_zoom_answer(rule_server):
+    page, boxes = _page()
+    client = openai.OpenAI(base_url=rule_server.url + "/v1", api_key="none", max_retries=0)
+    messages: list[dict] = [{"role": "system", "content": "You answer questions about pages."},
+                            {"role": "user", "content": f"Question: {QUESTION}"}]
+    first = _reply(client, messages)
+    assert re.fullmatch(r"<think>.+</think><search>" + re.escape(QUESTION) + "</search>", first)
+
+    messages += [{"role": "assistant", "content": first}, image_msg(data_url(page), "Search result: page p1.")]
+    second = _reply(client, messages)
+    match = re.search(r"<think>.+</think><bbox>\[(\d+), (\d+), (\d+), (\d+)\]</bbox>$", second)
+    assert match, second
+    x1, y1, x2, y2 = map(int, match.groups())
+    lx1, ly1, lx2, ly2 = boxes[2]  # "Employees at year end: 1,870"
+    assert x1 <= lx1 and y1 <= ly1 and x2 >= lx2 and y2 >= ly2  # the whole line is inside the box
+    assert 0 <= x1 and 0 <= y1 and x2 <= page.width and y2 <= page.height
+    assert y1 > boxes[1][1] and y2 < boxes[3][3]  # and it is that line, not its neighbours
+
+    crop = page.crop((x1, y1, x2, y2)).resize(((x2 - x1) * 2, (y2 - y1) * 2))  # as the agent zooms
+    messages += [{"role": "assistant", "content": second}, image_msg(data_url(crop, "JPEG"), "Zoomed region.")]
+    third = _reply(client, messages)
+    answer = re.search(r"<answer>(.*)</answer>$", third)
+    assert answer and "1,870" in answer.group(1) and "year" not in answer.group(1).lower(), third
+
+
+def test_rule_based_reformulates_once_then_gives_up(rule_server):
+    page, _ = _page()
+    client = openai.OpenAI(base_url=rule_server.url + "/v1", api_key="none", max_retries=0)
+    question = "What colour is the zebra's saddle?"
+    messages: list[dict] = [{"role": "user", "content": f"Question: {question}"}]
+    first = _reply(client, messages)
+    messages += [{"role": "assistant", "content": first}, image_msg(data_url(page))]
+    second = _reply(client, messages)
+    assert re.search(r"<search>colour zebra's saddle</search>$", second), second
+    messages += [{"role": "assistant", "content": second}, image_msg(data_url(page))]
+    third = _reply(client, messages)
+    assert third.endswith(f"<answer>{NOT_FOUND}</answer>")
+    # a search that brought no page at all: the reformulation is still tried once
+    no_page = [{"role": "user", "content": f"Question: {question}"}, {"role": "assistant", "content": first},
+               {"role": "user", "content": "The search returned no page you have not already seen."}]
+    assert "<search>colour zebra's saddle</search>" in _reply(client, no_page)
+
+
+def test_rule_based_bad_image_is_400(rule_server):
+    messages = [{"role": "user", "content": "Question: x"}, {"role": "assistant", "content": "<search>x</search>"},
+                image_msg("data:image/png;base64," + base64.b64encode(b"garbage bytes").decode())]
+    response = chat(rule_server, messages, key=None)
+    assert response.status_code == 400 and "not a decodable image" in response.json()["detail"]
+
+
+def test_line_matching_rules():
+    terms = content_terms("What satisfaction score did the Riverside district get?")
+    assert terms == ["satisfaction", "score", "riverside", "district"]
+    lines = [OcrLine("District Score", (0, 0, 10, 10)), OcrLine("Riverside 7.4", (0, 20, 10, 30)),
+             OcrLine("Northbank 8.1", (0, 40, 10, 50))]
+    # a line made only of question words (a header) cannot hold the answer
+    assert best_line(lines, terms).text == "Riverside 7.4"
+    tie = [OcrLine("plant one 410", (0, 0, 1, 1)), OcrLine("plant two 260", (0, 9, 1, 10))]
+    assert best_line(tie, content_terms("Which plant?")).text == "plant one 410"  # ties → the higher line
+    assert best_line(lines, content_terms("zebra")) is None
+    assert answer_from_line("Riverside 7.4", "What score did Riverside get?") == "7.4"
+    assert answer_from_line("The Kestrel Ridge plant produces 410 MW.",
+                            "How much power does the Kestrel Ridge solar plant produce?") == "410 MW."
+    assert answer_from_line("Kestrel Ridge", "Kestrel Ridge?") == "Kestrel Ridge"

@@ -160,8 +160,9 @@ def _sse(result: Generation, model: str, usage: Usage | None) -> Iterator[str]:
 
     def chunk(delta: dict, finish: str | None = None, choices: bool = True, usage_obj: Usage | None = None) -> str:
         payload: dict[str, Any] = {"id": chunk_id, "object": "chat.completion.chunk", "created": created,
-                                   "model": model,
-                                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}] if choices else []}
+                                   "model": model, "choices": []}
+        if choices:
+            payload["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish}]
         if usage is not None:
             payload["usage"] = usage_obj.model_dump() if usage_obj is not None else None
         return f"data: {json.dumps(payload)}\n\n"

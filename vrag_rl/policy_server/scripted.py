@@ -220,6 +220,8 @@ class RuleBasedBackend:
     """
 
     def __init__(self, padding: int = 40, lang: str = "eng", max_searches: int = 2):
+        # one tesseract process per core at most: more only makes every request slower
+        self.max_concurrency = max(1, os.cpu_count() or 1)
         self.padding = padding
         self.lang = lang
         self.max_searches = max_searches  # the question, then one reformulation
@@ -241,7 +243,7 @@ class RuleBasedBackend:
             if not seen_image and searches == 0:
                 return f"<think>I need to find a page that answers this.</think><search>{question}</search>"
             if last_user is not None and "final answer" in last_user.text().lower():
-                return f"<think>I was asked to answer now and have nothing reliable.</think><answer>{NOT_FOUND}</answer>"
+                return f"<think>I must answer now and have nothing reliable.</think><answer>{NOT_FOUND}</answer>"
             return self._give_up(question, searches)
 
         image = images[-1].image()
@@ -252,7 +254,8 @@ class RuleBasedBackend:
             if not text:
                 return f"<think>The zoomed region does not say.</think><answer>{NOT_FOUND}</answer>"
             text = _clean(text)
-            return f'<think>The zoomed region reads "{text}".</think><answer>{_clean(answer_from_line(text, question))}</answer>'
+            answer = _clean(answer_from_line(text, question))
+            return f'<think>The zoomed region reads "{text}".</think><answer>{answer}</answer>'
         if line is None:
             return self._give_up(question, searches)
         x1, y1, x2, y2 = line.box
@@ -264,7 +267,7 @@ class RuleBasedBackend:
     def _give_up(self, question: str, searches: int) -> str:
         query = " ".join(dict.fromkeys(w for w in words_of(question) if w not in STOPWORDS))
         if searches < self.max_searches and query:
-            return f"<think>Nothing useful yet; a query of the key words may find another page.</think><search>{query}</search>"
+            return f"<think>Nothing useful yet; the key words may find another page.</think><search>{query}</search>"
         return f"<think>The pages I saw do not answer this.</think><answer>{NOT_FOUND}</answer>"
 
 

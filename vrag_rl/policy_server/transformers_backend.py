@@ -118,7 +118,8 @@ class TransformersBackend:
         if self.context_length:
             room = self.context_length - prompt_tokens
             if room < 1:
-                raise BadRequest(f"the prompt has {prompt_tokens} tokens; this model's context is {self.context_length}")
+                raise BadRequest(f"the prompt has {prompt_tokens} tokens; "
+                                 f"this model's context is {self.context_length}")
             limit = min(limit, room)
         config = self._generation_config(params, limit)
         torch = self._torch
@@ -184,5 +185,5 @@ def _check_reachable(model: str) -> None:
         except Exception:  # noqa: BLE001 - an odd id is reported below like a missing one
             cached = None
         if not isinstance(cached, str):
-            raise RuntimeError(f"could not load the policy model {model!r}: not a local folder, not in the Hugging Face "
-                               "cache, and HF_HUB_OFFLINE=1 forbids downloading it")
+            raise RuntimeError(f"could not load the policy model {model!r}: not a local folder, not in the "
+                               "Hugging Face cache, and HF_HUB_OFFLINE=1 forbids downloading it")
