@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import re
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -15,6 +14,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from PIL import Image, ImageOps
+
+from search_engine.index.atomic import atomic_file
 
 log = logging.getLogger(__name__)
 
@@ -205,12 +206,8 @@ def render_pages(path: str | Path, dpi: int = 144, first_page: int = 1, last_pag
 
 def _save_jpeg_atomic(image: Image.Image, target: Path) -> None:
     """Write to a hidden temp name, then rename: a killed run never leaves a half-written JPEG."""
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        image.save(tmp, format="JPEG", quality=JPEG_QUALITY)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_file(target) as fh:
+        image.save(fh, format="JPEG", quality=JPEG_QUALITY)
 
 
 def _warn(path: Path, error: DocumentError) -> None:

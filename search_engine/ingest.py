@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import logging
 import shutil
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from search_engine.embedders import Embedder, load_from_spec, load_text_embedder, load_visual_embedder
-from search_engine.index.atomic import atomic_save_npy, atomic_save_npz, atomic_write_bytes
+from search_engine.index.atomic import atomic_file, atomic_save_npy, atomic_save_npz
 from search_engine.index.manifest import DocumentEntry, Manifest
 from search_engine.types import PageRecord, make_page_id
 
@@ -260,8 +261,8 @@ class Ingestor:
         for rendered in render_pages(path, dpi=self.dpi, first_page=first, last_page=last, max_side=self.max_side):
             page_id = make_page_id(doc_id, rendered.page_number)
             rel = Path("pages") / doc_id / f"{rendered.page_number}.jpg"
-            buffer = _jpeg_bytes(rendered.image, self.jpeg_quality)
-            atomic_write_bytes(self.index_dir / rel, buffer)
+            with atomic_file(self.index_dir / rel) as fh:
+                rendered.image.convert("RGB").save(fh, format="JPEG", quality=self.jpeg_quality)
             text, text_source = "", ""
             if embedders.get("text") is not None:
                 layer = texts[rendered.page_number - 1] if texts and rendered.page_number <= len(texts) else ""
@@ -279,15 +280,11 @@ class Ingestor:
             vectors = embedders["text"].embed_texts([r.text or " " for r in records])
             arrays["text_vectors"] = np.concatenate(vectors).astype(np.float32)
             arrays["text_counts"] = np.asarray([v.shape[0] for v in vectors], np.int64)
-        import json
-
         arrays["records"] = np.frombuffer(json.dumps([r.to_dict() for r in records]).encode(), dtype=np.uint8)
         atomic_save_npz(chunk_file, **arrays)
 
     def _commit_document(self, path: Path, doc_id: str, sha1: str, num_pages: int, chunk_files: list[Path],
                          embedders: dict[str, Embedder | None]) -> tuple[DocumentEntry, list[PageRecord]]:
-        import json
-
         pages: list[PageRecord] = []
         collected: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {"visual": ([], []), "text": ([], [])}
         for chunk_file in chunk_files:
@@ -324,10 +321,3 @@ class Ingestor:
         if self.progress_callback is not None:
             self.progress_callback(event)
 
-
-def _jpeg_bytes(image, quality: int) -> bytes:
-    import io
-
-    buffer = io.BytesIO()
-    image.convert("RGB").save(buffer, format="JPEG", quality=quality)
-    return buffer.getvalue()
