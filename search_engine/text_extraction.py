@@ -22,7 +22,7 @@ TESSERACT_HINT = "OCR needs the tesseract binary: apt-get install tesseract-ocr 
 class OcrLine:
     text: str
     box: tuple[int, int, int, int]  # x1, y1, x2, y2 in image pixels
-    confidence: float  # mean word confidence, 0-100
+    confidence: float = 0.0  # mean word confidence, 0-100
 
 
 def _normalise(text: str) -> str:
@@ -79,6 +79,7 @@ def _group_words(data: dict[str, list]) -> dict[tuple[int, int, int], list[int]]
 
 
 def _line(data: dict[str, list], indices: list[int]) -> OcrLine:
+    indices = sorted(indices, key=lambda i: data["left"][i])  # words left to right
     x1 = min(data["left"][i] for i in indices)
     y1 = min(data["top"][i] for i in indices)
     x2 = max(data["left"][i] + data["width"][i] for i in indices)

@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from search_engine.text_extraction import OcrLine, ocr_lines
 from vrag_rl.policy_server.protocol import BadRequest, ChatMessage, Generation, GenerationParams
 
 NOT_FOUND = "I could not find the answer in the documents."
@@ -144,41 +144,6 @@ def content_terms(text: str) -> list[str]:
         if word not in STOPWORDS:
             seen.setdefault(_stem(word), None)
     return list(seen)
-
-
-@dataclass
-class OcrLine:
-    text: str
-    box: tuple[int, int, int, int]  # x1, y1, x2, y2 in the pixels of the image that was read
-
-
-def ocr_lines(image, lang: str = "eng") -> list[OcrLine]:
-    """Printed lines with their boxes, top to bottom: tesseract's own (block, paragraph, line) grouping."""
-    os.environ.setdefault("OMP_THREAD_LIMIT", "1")  # tesseract's OpenMP threads thrash small machines
-    try:
-        import pytesseract
-
-        data = pytesseract.image_to_data(image.convert("RGB"), lang=lang, output_type=pytesseract.Output.DICT)
-    except ImportError as exc:
-        raise RuntimeError("the rule-based policy needs pytesseract (pip install pytesseract)") from exc
-    except Exception as exc:  # noqa: BLE001 - TesseractNotFoundError / TesseractError
-        if type(exc).__name__ == "TesseractNotFoundError":
-            raise RuntimeError("the rule-based policy needs the tesseract binary: apt-get install tesseract-ocr") \
-                from None
-        raise
-    groups: dict[tuple[int, int, int], list[int]] = {}
-    for i, word in enumerate(data["text"]):
-        if str(word).strip() and float(data["conf"][i]) >= 0:
-            groups.setdefault((data["block_num"][i], data["par_num"][i], data["line_num"][i]), []).append(i)
-    lines = []
-    for indices in groups.values():
-        indices.sort(key=lambda i: data["left"][i])
-        box = (min(data["left"][i] for i in indices), min(data["top"][i] for i in indices),
-               max(data["left"][i] + data["width"][i] for i in indices),
-               max(data["top"][i] + data["height"][i] for i in indices))
-        lines.append(OcrLine(" ".join(str(data["text"][i]).strip() for i in indices), tuple(int(v) for v in box)))
-    lines.sort(key=lambda line: (line.box[1], line.box[0]))
-    return lines
 
 
 def best_line(lines: Sequence[OcrLine], terms: Sequence[str]) -> OcrLine | None:
