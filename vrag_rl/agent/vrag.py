@@ -20,9 +20,6 @@ from vrag_rl.agent.policy import PolicyClient
 from vrag_rl.agent.prompts import Prompts
 from vrag_rl.agent.result import EpisodeResult
 
-_UNSET: Any = object()
-
-
 class VRAG:
     """A visual RAG agent over a policy endpoint and a search server.
 
