@@ -3,9 +3,15 @@
 Upstream crashed on a missing <think>, took the first action silently when there were two, and
 accepted any bbox. Here every malformation becomes an `invalid` action with a reason the model
 is shown, so the episode goes on (or ends cleanly after too many in a row).
+
+The parser is linear in the reply's length: tags are found in one regex pass and each opening
+tag is paired with the next closing tag of its kind by binary search. (A non-greedy
+`<x>(.*?)</x>` search rescans the rest of the text from every unclosed tag: 64 KB of repeated
+`<search>` took 5 s.) Replies longer than `MAX_REPLY_CHARS` are cut there first, with a warning.
 """
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import re
@@ -14,13 +20,13 @@ from typing import Literal
 
 ActionKind = Literal["search", "bbox", "answer", "invalid"]
 
-_THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL | re.IGNORECASE)
-_ACTION = re.compile(r"<(search|bbox|answer)>(.*?)</\1>", re.DOTALL | re.IGNORECASE)
-_OPEN_ANSWER = re.compile(r"<answer>(.*)$", re.DOTALL | re.IGNORECASE)
+_TAG = re.compile(r"<(/?)(think|search|bbox|answer)\s*>", re.IGNORECASE)
 _NUMBER = r"-?\d+(?:\.\d+)?"
 _BBOX_NUMBERS = re.compile(_NUMBER)
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 MAX_QUERY_CHARS = 500
+MAX_REPLY_CHARS = 32_000
 
 
 @dataclass
@@ -34,28 +40,66 @@ class ParsedReply:
     warnings: list[str] = field(default_factory=list)  # tolerated problems (e.g. no <think>)
 
 
+@dataclass
+class _Blocks:
+    think: str | None
+    actions: list[tuple[str, str]]  # (kind, content) of complete action blocks, in order
+    open_answer: str | None  # text after an unclosed <answer> (outside any complete block)
+
+
+def _scan(text: str) -> _Blocks:
+    """Complete <tag>...</tag> blocks left to right, each open tag paired with the next close of its kind."""
+    tags = [(m.start(), m.end(), m.group(1) == "/", m.group(2).lower()) for m in _TAG.finditer(text)]
+    closes: dict[str, list[tuple[int, int]]] = {}
+    for start, end, closing, name in tags:
+        if closing:
+            closes.setdefault(name, []).append((start, end))
+    think: str | None = None
+    actions: list[tuple[str, str]] = []
+    open_answer: str | None = None
+    cursor = 0
+    for start, end, closing, name in tags:
+        if closing or start < cursor:
+            continue
+        candidates = closes.get(name, [])
+        i = bisect.bisect_left(candidates, (end, -1))
+        if i == len(candidates):
+            if name == "answer" and open_answer is None:
+                open_answer = text[end:]
+            continue
+        close_start, close_end = candidates[i]
+        content = text[end:close_start]
+        if name == "think":
+            think = content.strip() if think is None else think
+        else:
+            actions.append((name, content))
+        cursor = close_end
+    return _Blocks(think, actions, open_answer)
+
+
 def parse_reply(text: str, max_queries: int = 4) -> ParsedReply:
-    text = text or ""
-    think_match = _THINK.search(text)
-    think = think_match.group(1).strip() if think_match else None
-    warnings = [] if think_match else ["no <think> block"]
-    body = _THINK.sub(" ", text)
-    actions = _ACTION.findall(body)
+    """The reply's thought and its one action, or an `invalid` action with the reason."""
+    text = text if isinstance(text, str) else ""
+    warnings: list[str] = []
+    if len(text) > MAX_REPLY_CHARS:
+        text = text[:MAX_REPLY_CHARS]
+        warnings.append(f"reply cut at {MAX_REPLY_CHARS} characters")
+    blocks = _scan(text)
+    think = blocks.think
+    if think is None:
+        warnings.append("no <think> block")
+    actions = blocks.actions
     if not actions:
-        open_answer = _OPEN_ANSWER.search(body)
-        if open_answer and open_answer.group(1).strip():  # cut off by max_tokens or a stop string
-            return ParsedReply("answer", think, answer=open_answer.group(1).strip(),
-                               warnings=warnings + ["unclosed <answer>"])
+        if blocks.open_answer is not None and blocks.open_answer.strip():  # cut off by max_tokens or a stop
+            return _answer(blocks.open_answer, think, warnings + ["unclosed <answer>"])
         return ParsedReply("invalid", think, reason="no <search>, <bbox> or <answer> action found", warnings=warnings)
-    kinds = {kind.lower() for kind, _ in actions}
+    kinds = {kind for kind, _ in actions}
     if len(actions) > 1 and not kinds == {"answer"}:
         return ParsedReply("invalid", think, reason=f"{len(actions)} actions in one reply; write exactly one",
                            warnings=warnings)
-    kind, content = actions[0][0].lower(), actions[0][1].strip()
+    kind, content = actions[0][0], actions[0][1].strip()
     if kind == "answer":
-        if not content:
-            return ParsedReply("invalid", think, reason="empty <answer>", warnings=warnings)
-        return ParsedReply("answer", think, answer=content, warnings=warnings)
+        return _answer(content, think, warnings)
     if kind == "search":
         queries, reason = parse_queries(content, max_queries)
         if reason:
@@ -65,6 +109,17 @@ def parse_reply(text: str, max_queries: int = 4) -> ParsedReply:
     if reason:
         return ParsedReply("invalid", think, reason=reason, warnings=warnings)
     return ParsedReply("bbox", think, bbox=bbox, warnings=warnings)
+
+
+def _answer(content: str, think: str | None, warnings: list[str]) -> ParsedReply:
+    """An answer is text: no control characters, no action tags inside, not empty."""
+    if _TAG.search(content):
+        return ParsedReply("invalid", think, reason="the <answer> contains action tags; answer in plain text",
+                           warnings=warnings)
+    cleaned = _CONTROL.sub("", content).strip()
+    if not cleaned:
+        return ParsedReply("invalid", think, reason="empty <answer>", warnings=warnings)
+    return ParsedReply("answer", think, answer=cleaned, warnings=warnings)
 
 
 def parse_queries(content: str, max_queries: int) -> tuple[list[str], str]:
@@ -80,7 +135,7 @@ def parse_queries(content: str, max_queries: int) -> tuple[list[str], str]:
         queries = content.split("|")
     else:
         queries = [content]
-    queries = [" ".join(q.split()) for q in queries]
+    queries = [" ".join(_CONTROL.sub(" ", q).split()) for q in queries]
     queries = list(dict.fromkeys(q for q in queries if q))
     if not queries:
         return [], "empty <search> query"

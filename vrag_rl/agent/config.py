@@ -24,7 +24,9 @@ class AgentConfig:
     jpeg_quality: int = 90
     temperature: float = 0.0
     top_p: float = 1.0
-    max_tokens: int = 1024
+    max_tokens: int = 1024  # per model turn
+    max_episode_tokens: int | None = None  # response tokens per episode; spent → status "token_budget"
+    seed: int | None = None  # sampling seed, where the policy supports one
     policy_timeout_s: float = 120.0
     policy_retries: int = 3
     search_timeout_s: float = 30.0
@@ -42,6 +44,8 @@ class AgentConfig:
             raise ValueError("need 1 <= pages_per_search <= search_top_k")
         if self.crop_padding < 0:
             raise ValueError("crop_padding must be >= 0")
+        if self.max_tokens < 1 or (self.max_episode_tokens is not None and self.max_episode_tokens < 1):
+            raise ValueError("max_tokens and max_episode_tokens must be at least 1")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

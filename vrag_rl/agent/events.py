@@ -33,9 +33,10 @@ class ImageRef:
     is_crop: bool = False
     parent_image_id: Optional[str] = None  # the image the crop was cut from
     image: Optional[Image.Image] = field(default=None, repr=False, compare=False)
+    cache_key: Optional[str] = field(default=None, repr=False, compare=False)  # names these exact pixels
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "image"}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("image", "cache_key")}
 
 
 @dataclass
@@ -135,7 +136,8 @@ class ErrorEvent(AgentEvent):
 @dataclass
 class EpisodeFinished(AgentEvent):
     type: str = field(init=False, default="finish")
-    status: Literal["answered", "forced_answer", "failed"] = "answered"
+    status: Literal["answered", "forced_answer", "token_budget", "failed"] = "answered"
     answer: Optional[str] = None
     turns: int = 0
     elapsed_s: float = 0.0
+    error: Optional[str] = None  # why the episode failed (None when it answered)

@@ -8,8 +8,6 @@ composes exactly.
 """
 from __future__ import annotations
 
-import base64
-import io
 import math
 
 from PIL import Image
@@ -39,16 +37,11 @@ def smart_resize(height: int, width: int, factor: int = 28, min_pixels: int = 25
 
 def resize_for_model(image: Image.Image, factor: int, min_pixels: int, max_pixels: int) -> Image.Image:
     height, width = smart_resize(image.height, image.width, factor, min_pixels, max_pixels)
-    image = image.convert("RGB")
+    if image.mode != "RGB":
+        image = image.convert("RGB")
     if (width, height) == image.size:
         return image
     return image.resize((width, height), Image.Resampling.BICUBIC)
-
-
-def to_data_url(image: Image.Image, quality: int = 90) -> str:
-    buffer = io.BytesIO()
-    image.convert("RGB").save(buffer, format="JPEG", quality=quality)
-    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
 def map_bbox_to_page(bbox: list[float], shown_size: tuple[int, int], page_box: Box, page_size: tuple[int, int],

@@ -1,96 +1,91 @@
-"""The policy: any OpenAI-compatible chat-completions endpoint (vLLM, DashScope, our own servers).
+"""The Policy seam: what the agent loop asks of a model, whatever serves it.
 
-The official `openai` client does the HTTP work, including retries with exponential backoff on
-connection errors, 429 and 5xx; what is left here is turning its failures into one clear
-`PolicyError` and finding the served model's name when none is given.
+`Episode` only ever calls `await policy.complete(messages, sampling)` and reads a `PolicyReply`.
+Adapters decide what that means:
+
+- `vrag_rl.agent.policies.openai_http.OpenAIPolicy`: any OpenAI-compatible endpoint (vLLM,
+  DashScope, the project's policy servers). The only place images become base64 data URLs.
+- `vrag_rl.agent.policies.local_transformers`: an in-process transformers VLM.
+- `vrag_rl.agent.policies.token_recorder`: wraps a "generate from token ids" callable and records
+  prompt/response ids, the observation mask and logprobs for a trainer (verl plugs in here).
+
+Messages are in *processor form*, the shape transformers' chat templates take:
+``{"role": "system" | "user" | "assistant", "content": str | list[part]}`` where a part is
+``{"type": "text", "text": str}`` or ``{"type": "image", "image": PIL.Image, "image_id": str,
+"cache_key": str}``. The PIL image is exactly the pixels the model is meant to see (already
+resized by the loop); `cache_key` names those pixels stably across episodes, so an adapter may
+cache whatever it derives from them (an encoding, processor outputs). Messages are only ever
+appended to during an episode, never edited — adapters may rely on that.
 """
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from PIL import Image
 
 DEFAULT_MODEL = "Qwen/Qwen2.5-VL-7B-Instruct"
 
+Message = dict[str, Any]
+
 
 class PolicyError(RuntimeError):
-    """The policy endpoint could not produce a reply (after retries)."""
+    """The policy could not produce a usable reply (after retries); the episode fails with this reason."""
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample one reply. `max_tokens` is already capped by the episode's token budget."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 1024
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)  # endpoint-specific extras (OpenAI adapter)
 
 
 @dataclass
 class PolicyReply:
+    """One model turn. Token-level fields are filled by adapters that know them (local, recorder)."""
+
     text: str
-    finish_reason: str | None
-    prompt_tokens: int
-    completion_tokens: int
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    token_ids: list[int] | None = None  # the reply's token ids, when the adapter generated from ids
+    logprobs: list[float] | None = None  # per token of `token_ids`, under the sampling policy
 
 
-class PolicyClient:
-    def __init__(self, base_url: str, model: str | None = None, api_key: str | None = None, timeout: float = 120.0,
-                 max_retries: int = 3):
-        import openai
+@runtime_checkable
+class Policy(Protocol):
+    """Anything that turns a conversation into the model's next reply.
 
-        self.base_url = _normalise_base_url(base_url)
-        self.model = model
-        self._openai = openai
-        self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=api_key or "EMPTY", timeout=timeout,
-                                          max_retries=max_retries)
-        self._model_lock = asyncio.Lock()
+    Raise `PolicyError` for a failure the episode should report (endpoint down, unusable
+    response); any other exception is treated as a bug of the adapter and also ends the episode
+    as an explicit failure, never as an escaped exception.
+    """
 
-    async def resolve_model(self) -> str:
-        """The name to send: the one given, else the first model the server lists (vLLM's served name)."""
-        if self.model:
-            return self.model
-        async with self._model_lock:
-            if not self.model:
-                try:
-                    models = await self._client.models.list()
-                    names = [m.id for m in models.data]
-                except self._openai.OpenAIError:
-                    names = []
-                self.model = names[0] if names else DEFAULT_MODEL
-        return self.model
+    async def complete(self, messages: list[Message], sampling: SamplingParams) -> PolicyReply: ...
 
-    async def complete(self, messages: list[dict[str, Any]], temperature: float, top_p: float, max_tokens: int,
-                       extra_body: dict[str, Any] | None = None) -> PolicyReply:
-        model = await self.resolve_model()
-        try:
-            response = await self._client.chat.completions.create(
-                model=model, messages=messages, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
-                extra_body=extra_body or None,
-            )
-        except self._openai.APIStatusError as exc:
-            raise PolicyError(f"policy endpoint {self.base_url} answered {exc.status_code}: {_status_detail(exc)}") from exc
-        except self._openai.APIConnectionError as exc:
-            raise PolicyError(f"policy endpoint {self.base_url} unreachable: {exc}") from exc
-        except self._openai.OpenAIError as exc:
-            raise PolicyError(f"policy call failed: {exc}") from exc
-        if not response.choices:
-            raise PolicyError("policy endpoint returned no choices")
-        choice = response.choices[0]
-        usage = response.usage
-        return PolicyReply(text=choice.message.content or "", finish_reason=choice.finish_reason,
-                           prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-                           completion_tokens=getattr(usage, "completion_tokens", 0) or 0)
-
-    async def aclose(self) -> None:
-        await self._client.close()
+    async def aclose(self) -> None: ...
 
 
-def _normalise_base_url(url: str) -> str:
-    """Accept `http://host:8001`, `.../v1` or `.../v1/chat/completions` alike."""
-    url = url.rstrip("/")
-    if url.endswith("/chat/completions"):
-        url = url[: -len("/chat/completions")]
-    if not url.endswith("/v1") and "/v1" not in url.split("//", 1)[-1]:
-        url += "/v1"
-    return url
+def text_part(text: str) -> dict[str, Any]:
+    """A text part of a user message."""
+    return {"type": "text", "text": text}
 
 
-def _status_detail(exc) -> str:
-    try:
-        body = exc.response.json()
-        detail = body.get("detail") or body.get("error") or body
-    except Exception:  # noqa: BLE001 - any body at all is better than none in an error message
-        detail = exc.response.text
-    return str(detail)[:300]
+def image_part(image: Image.Image, image_id: str, cache_key: str) -> dict[str, Any]:
+    """An image part in processor form; see the module docstring for `cache_key`."""
+    return {"type": "image", "image": image, "image_id": image_id, "cache_key": cache_key}
+
+
+def message_images(messages: list[Message]) -> list[Image.Image]:
+    """The images of a conversation in the order a chat template places them (what a processor needs)."""
+    images: list[Image.Image] = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            images.extend(part["image"] for part in content if part.get("type") == "image")
+    return images

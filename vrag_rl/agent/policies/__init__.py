@@ -1,0 +1,1 @@
+"""Policy adapters: the OpenAI-compatible HTTP client, an in-process transformers model, a token recorder."""

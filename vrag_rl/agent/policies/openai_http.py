@@ -1,0 +1,225 @@
+"""`OpenAIPolicy`: the Policy adapter for any OpenAI-compatible chat-completions endpoint.
+
+vLLM, DashScope's compatible mode, the project's own policy servers. The official `openai` client
+does the HTTP work (retries with exponential backoff on connection errors, 429 and 5xx). What this
+module adds, and why:
+
+- It is the only place images become base64 JPEG data URLs, and it caches that encoding per
+  image (`cache_key`), so a page shown in many episodes, or again on every later turn of one
+  episode, is encoded once.
+- It reads the raw HTTP response itself instead of trusting the endpoint: a body that is not
+  UTF-8 JSON, is nested too deep to parse, or lacks `choices[0].message.content` as text becomes a
+  `PolicyError` with a short reason, never an `AttributeError` escaping the agent. (The client's
+  own parsing raised JSONDecodeError, UnicodeDecodeError, RecursionError, AttributeError and
+  TypeError on such bodies: 26% of fuzzed episodes crashed.)
+- Redirects are not followed: a redirect loop cost 85 requests in one episode; a policy endpoint
+  has no reason to redirect a POST.
+- Lone surrogates in a reply are replaced, so the next request can still be encoded.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import json
+import threading
+from typing import Any
+
+from cachetools import LRUCache
+from PIL import Image
+
+from vrag_rl.agent.policy import DEFAULT_MODEL, Message, PolicyError, PolicyReply, SamplingParams
+
+MAX_RESPONSE_BYTES = 8 * 2**20  # a chat completion is text: more than this is not a reply
+
+
+class EncodedImageCache:
+    """cache_key → data URL, bounded by total characters (an LRU over the encodings).
+
+    Shared by every episode that uses the same adapter; thread-safe because the demo streams
+    from worker threads.
+    """
+
+    def __init__(self, max_chars: int = 256 * 2**20, jpeg_quality: int = 90):
+        self.jpeg_quality = jpeg_quality
+        self._cache: LRUCache = LRUCache(maxsize=max_chars, getsizeof=len)
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def data_url(self, image: Image.Image, cache_key: str | None) -> str:
+        if cache_key is not None:
+            with self._lock:
+                cached = self._cache.get(cache_key)
+            if cached is not None:
+                self.hits += 1
+                return cached
+        self.misses += 1
+        url = encode_data_url(image, self.jpeg_quality)
+        if cache_key is not None and len(url) <= self._cache.maxsize:
+            with self._lock:
+                self._cache[cache_key] = url
+        return url
+
+
+def encode_data_url(image: Image.Image, quality: int = 90) -> str:
+    """A JPEG data URL of `image` (converted to RGB only when it is not already)."""
+    buffer = io.BytesIO()
+    (image if image.mode == "RGB" else image.convert("RGB")).save(buffer, format="JPEG", quality=quality)
+    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+class OpenAIPolicy:
+    """A Policy over an OpenAI-compatible endpoint; `complete` raises only `PolicyError`."""
+
+    def __init__(self, base_url: str, model: str | None = None, api_key: str | None = None, timeout: float = 120.0,
+                 max_retries: int = 3, image_cache: EncodedImageCache | None = None):
+        import openai
+
+        self.base_url = normalise_base_url(base_url)
+        self.model = model
+        self.images = image_cache or EncodedImageCache()
+        self._openai = openai
+        self._client = openai.AsyncOpenAI(
+            base_url=self.base_url, api_key=api_key or "EMPTY", timeout=timeout, max_retries=max_retries,
+            http_client=openai.DefaultAsyncHttpxClient(follow_redirects=False, timeout=timeout),
+        )
+        self._model_lock = asyncio.Lock()
+
+    async def resolve_model(self) -> str:
+        """The name to send: the one given, else the first model the server lists (vLLM's served name)."""
+        if self.model:
+            return self.model
+        async with self._model_lock:
+            if not self.model:
+                self.model = await self._first_listed_model() or DEFAULT_MODEL
+        return self.model
+
+    async def _first_listed_model(self) -> str | None:
+        try:
+            raw = await self._client.models.with_raw_response.list()
+            payload = _decode_json(raw.http_response.content)
+            names = [m.get("id") for m in payload.get("data", []) if isinstance(m, dict)]
+        except Exception:  # noqa: BLE001 - any malformed /v1/models means "no name listed", not a crash
+            return None
+        names = [n for n in names if isinstance(n, str) and n.strip()]
+        return names[0] if names else None
+
+    def to_openai_messages(self, messages: list[Message]) -> list[dict[str, Any]]:
+        """Processor-form messages → OpenAI chat messages (image parts become cached data URLs)."""
+        out: list[dict[str, Any]] = []
+        for message in messages:
+            content = message["content"]
+            if isinstance(content, list):
+                content = [self._part(p) for p in content]
+            out.append({"role": message["role"], "content": content})
+        return out
+
+    def _part(self, part: dict[str, Any]) -> dict[str, Any]:
+        if part.get("type") == "image":
+            url = self.images.data_url(part["image"], part.get("cache_key"))
+            return {"type": "image_url", "image_url": {"url": url}}
+        return part
+
+    async def complete(self, messages: list[Message], sampling: SamplingParams) -> PolicyReply:
+        model = await self.resolve_model()
+        extra: dict[str, Any] = dict(sampling.extra_body)
+        if sampling.seed is not None:
+            extra.setdefault("seed", sampling.seed)
+        try:
+            raw = await self._client.chat.completions.with_raw_response.create(
+                model=model, messages=self.to_openai_messages(messages), temperature=sampling.temperature,
+                top_p=sampling.top_p, max_tokens=sampling.max_tokens, stop=list(sampling.stop) or None,
+                extra_body=extra or None,
+            )
+            body = raw.http_response.content
+        except self._openai.APIStatusError as exc:
+            raise PolicyError(f"policy endpoint {self.base_url} answered {exc.status_code}: {_status_detail(exc)}") from exc
+        except self._openai.APIConnectionError as exc:
+            raise PolicyError(f"policy endpoint {self.base_url} unreachable: {exc}") from exc
+        except self._openai.OpenAIError as exc:
+            raise PolicyError(f"policy call failed: {exc}") from exc
+        return parse_chat_completion(body)
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+def parse_chat_completion(body: bytes) -> PolicyReply:
+    """A `PolicyReply` from a chat-completions response body, or `PolicyError` saying what is wrong."""
+    payload = _decode_json(body)
+    if not isinstance(payload, dict):
+        raise PolicyError(f"policy response is a JSON {type(payload).__name__}, not an object")
+    choices = payload.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise PolicyError("policy response has no `choices` list")
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        raise PolicyError("policy response's first choice is not an object")
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        raise PolicyError("policy response's first choice has no `message` object")
+    text = _content_text(message.get("content"))
+    finish = choice.get("finish_reason")
+    usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
+    return PolicyReply(text=_scrub(text), finish_reason=finish if isinstance(finish, str) else None,
+                       prompt_tokens=_count(usage.get("prompt_tokens")),
+                       completion_tokens=_count(usage.get("completion_tokens")))
+
+
+def _decode_json(body: bytes) -> Any:
+    if not body:
+        raise PolicyError("policy response body is empty")
+    if len(body) > MAX_RESPONSE_BYTES:
+        raise PolicyError(f"policy response is larger than {MAX_RESPONSE_BYTES} bytes")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PolicyError(f"policy response is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise PolicyError("policy response JSON is nested too deeply") from None
+    except ValueError as exc:
+        start = text.lstrip()[:40]
+        raise PolicyError(f"policy response is not JSON ({exc.__class__.__name__}; starts {start!r})") from None
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts: keep the text ones
+        texts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        if all(isinstance(t, str) for t in texts) and texts:
+            return "".join(texts)
+    raise PolicyError(f"policy reply content is a {type(content).__name__}, not text")
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _scrub(text: str) -> str:
+    """Replace lone surrogates (valid in JSON escapes, unencodable in UTF-8) so the next request encodes."""
+    return text.encode("utf-8", "replace").decode("utf-8") if not text.isascii() else text
+
+
+def normalise_base_url(url: str) -> str:
+    """Accept `http://host:8001`, `.../v1` or `.../v1/chat/completions` alike."""
+    url = url.rstrip("/")
+    if url.endswith("/chat/completions"):
+        url = url[: -len("/chat/completions")]
+    if not url.endswith("/v1") and "/v1" not in url.split("//", 1)[-1]:
+        url += "/v1"
+    return url
+
+
+def _status_detail(exc: Any) -> str:
+    try:
+        body = exc.response.json()
+        detail = body.get("detail") or body.get("error") or body
+    except Exception:  # noqa: BLE001 - any body at all is better than none in an error message
+        detail = getattr(exc.response, "text", "")
+    return _scrub(str(detail))[:300]
