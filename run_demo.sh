@@ -14,6 +14,7 @@
 #                          default Qwen/Qwen2.5-VL-3B-Instruct when it is in the local HF cache)
 #   --policy-port N        port of the local policy server (VRAG_POLICY_PORT, default 8001)
 #   --ui-port N            Streamlit port             (VRAG_UI_PORT, default 8501)
+#   --ui-host ADDR         Streamlit listen address   (VRAG_UI_HOST, default 127.0.0.1; 0.0.0.0 exposes the UI)
 #   --visual-model NAME    embed pages with this visual model too when building the index, e.g.
 #                          vidore/colqwen2-v1.0 on a GPU (VRAG_VISUAL_MODEL; default: text channel only)
 # Without an endpoint or a local VLM, a rule-based OCR policy stands in, so the demo still works on CPU.
@@ -38,6 +39,7 @@ MODEL="${VRAG_MODEL:-}"
 POLICY_MODEL="${VRAG_POLICY_MODEL:-}"
 POLICY_PORT="${VRAG_POLICY_PORT:-8001}"
 UI_PORT="${VRAG_UI_PORT:-8501}"
+UI_HOST="${VRAG_UI_HOST:-127.0.0.1}"
 VISUAL_MODEL="${VRAG_VISUAL_MODEL:-none}"
 SAMPLE_DIR="${VRAG_SAMPLE_DIR:-data/sample_corpus/pdf}"
 LOG_DIR="${VRAG_LOG_DIR:-runs/demo_logs}"
@@ -51,6 +53,7 @@ while [[ $# -gt 0 ]]; do
     --policy-model) POLICY_MODEL="$2"; shift 2;;
     --policy-port) POLICY_PORT="$2"; shift 2;;
     --ui-port) UI_PORT="$2"; shift 2;;
+    --ui-host) UI_HOST="$2"; shift 2;;
     --visual-model) VISUAL_MODEL="$2"; shift 2;;
     *) die "unknown option '$1' (see ./run_demo.sh help)";;
   esac
@@ -148,10 +151,11 @@ fi
 port_free "$UI_PORT" || die "port $UI_PORT (Streamlit) is taken; pick another with --ui-port"
 export VRAG_POLICY_URL="$POLICY_URL" VRAG_SEARCH_URL="http://127.0.0.1:$SEARCH_PORT" VRAG_INDEX_DIR="$INDEX" \
        VRAG_MODEL="$MODEL" VRAG_API_KEY="$API_KEY"
-echo "==> demo UI on http://127.0.0.1:$UI_PORT  (Ctrl-C stops everything)"
-"$PY" -m streamlit run demo/app.py --server.port "$UI_PORT" --server.headless true \
+echo "==> demo UI on http://$UI_HOST:$UI_PORT  (Ctrl-C stops everything)"
+"$PY" -m streamlit run demo/app.py --server.address "$UI_HOST" --server.port "$UI_PORT" --server.headless true \
   --browser.gatherUsageStats false >"$LOG_DIR/ui.log" 2>&1 &
 PIDS+=($!)
-wait_healthy "http://127.0.0.1:$UI_PORT/_stcore/health" "${PIDS[-1]}" "Streamlit UI" "$LOG_DIR/ui.log"
-echo "==> ready: open http://127.0.0.1:$UI_PORT"
+UI_PROBE="$UI_HOST"; [[ "$UI_HOST" == "0.0.0.0" || "$UI_HOST" == "::" ]] && UI_PROBE="127.0.0.1"
+wait_healthy "http://$UI_PROBE:$UI_PORT/_stcore/health" "${PIDS[-1]}" "Streamlit UI" "$LOG_DIR/ui.log"
+echo "==> ready: open http://$UI_PROBE:$UI_PORT"
 wait "${PIDS[-1]}"
