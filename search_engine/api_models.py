@@ -1,44 +1,59 @@
-"""Request and response bodies of the search API; pydantic enforces the bounds before any model runs."""
+"""Request and response bodies of the search API; pydantic enforces the bounds before any model runs.
+
+Every bound is expressed as a JSON-schema constraint (strict types, lengths, patterns), so the
+OpenAPI document is the contract: what it accepts the server serves, what it rejects gets 422.
+"""
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from search_engine.engine import MAX_QUERY_CHARS, MAX_TOP_K
-from search_engine.types import is_valid_id
+from search_engine.http_guard import has_lone_surrogate
+from search_engine.types import ID_PATTERN
 
 MAX_QUERIES = 64
+MAX_DOC_IDS = 1000
+# At least one character that Python's str.strip() keeps (the engine strips queries): spelled out
+# because regex engines disagree on what \s covers (Python counts \x1c-\x1f, ECMA-262 does not).
+NOT_BLANK = (r"[^\u0009-\u000d\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f"
+             r"\u205f\u3000]")
+QueryText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_QUERY_CHARS, pattern=NOT_BLANK)]
+DocId = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=ID_PATTERN.pattern)]
+
+
+def check_queries(queries: list[str]) -> list[str]:
+    """What a JSON schema cannot say: no lone surrogates (they cannot be encoded for the tokenizer)."""
+    for i, query in enumerate(queries):
+        if has_lone_surrogate(query):
+            raise ValueError(f"query {i} is not valid Unicode (lone surrogate)")
+    return queries
 
 
 class SearchRequest(BaseModel):
-    queries: list[str] = Field(..., min_length=1, max_length=MAX_QUERIES,
-                               description=f"1 to {MAX_QUERIES} queries, each 1 to {MAX_QUERY_CHARS} characters")
+    model_config = ConfigDict(strict=True)
+
+    queries: list[QueryText] = Field(..., min_length=1, max_length=MAX_QUERIES,
+                                 description=f"1 to {MAX_QUERIES} queries, each 1 to {MAX_QUERY_CHARS} characters "
+                                             "with at least one that is not whitespace")
     top_k: int = Field(5, ge=1, le=MAX_TOP_K)
-    doc_ids: list[str] | None = Field(None, max_length=1000, description="restrict the search to these documents")
+    doc_ids: list[DocId] | None = Field(None, max_length=MAX_DOC_IDS,
+                                        description="restrict the search to these documents (404 if none is known)")
     channels: list[Literal["visual", "text", "bm25"]] | None = Field(
-        None, description="rank with these channels only (default: every channel of the index, fused)")
+        None, max_length=3, description="rank with these channels only (default: every channel of the index, fused; "
+                                        "422 for a channel this index does not have)")
 
     @field_validator("queries")
     @classmethod
-    def _queries_in_bounds(cls, queries: list[str]) -> list[str]:
-        for i, query in enumerate(queries):
-            if not query.strip():
-                raise ValueError(f"query {i} is empty")
-            if len(query) > MAX_QUERY_CHARS:
-                raise ValueError(f"query {i} is longer than {MAX_QUERY_CHARS} characters")
-        return queries
-
-    @field_validator("doc_ids")
-    @classmethod
-    def _ids_are_safe(cls, doc_ids: list[str] | None) -> list[str] | None:
-        for doc_id in doc_ids or []:
-            if not is_valid_id(doc_id):
-                raise ValueError(f"invalid document id {doc_id!r}")
-        return doc_ids
+    def _valid_unicode(cls, queries: list[str]) -> list[str]:
+        return check_queries(queries)
 
 
 class Hit(BaseModel):
+    """One ranked page. `image_path` is the file on the server's machine, or "" unless the operator
+    runs the server with --expose-paths (clients fetch `image_url` instead)."""
+
     rank: int
     page_id: str
     doc_id: str
@@ -58,7 +73,8 @@ class UpstreamHit(BaseModel):
     """One hit in upstream VRAG's GET /search shape (its demo and trainer read `image_file`)."""
 
     idx: int
-    image_file: str
+    image_file: str = Field(description="the page image's path on the server (with --expose-paths), "
+                                        "else its URL path on this server")
     page_id: str
     score: float
 
@@ -69,7 +85,7 @@ class PageInfo(BaseModel):
     page_number: int
     width: int
     height: int
-    source_path: str
+    source_path: str = Field(description="the source file: absolute path with --expose-paths, else its name")
     text: str
     text_source: str
     image_url: str
@@ -77,7 +93,7 @@ class PageInfo(BaseModel):
 
 class DocumentInfo(BaseModel):
     doc_id: str
-    source_path: str
+    source_path: str = Field(description="the source file: absolute path with --expose-paths, else its name")
     num_pages: int
     kind: str
     added_at: float
@@ -86,6 +102,15 @@ class DocumentInfo(BaseModel):
 class Health(BaseModel):
     status: str
     pages: int
+
+
+class Stats(BaseModel):
+    index_dir: str = Field(description='absolute path with --expose-paths, else the directory name')
+    documents: int
+    pages: int
+    channels: list[str]
+    embedders: dict[str, Any]
+    updated_at: float
 
 
 class ReloadResponse(BaseModel):

@@ -104,7 +104,13 @@ def docs(index: Index) -> None:
 @app.command()
 def serve(index: Index, host: str = "127.0.0.1", port: int = 8002,
           api_key: Annotated[Optional[str], typer.Option(envvar="VRAG_SEARCH_API_KEY")] = None,
-          device: str = "auto") -> None:
+          device: str = "auto",
+          expose_paths: Annotated[Optional[bool], typer.Option(
+              "--expose-paths/--no-expose-paths",
+              help="return absolute server paths of page images and sources (default: only for a loopback --host)",
+          )] = None,
+          max_body_bytes: Annotated[int, typer.Option(help="larger request bodies are refused with 413")] = 1 << 20,
+          ) -> None:
     """Serve the index over HTTP (FastAPI; docs at /docs)."""
     from search_engine.api import serve as run_server
 
@@ -112,7 +118,8 @@ def serve(index: Index, host: str = "127.0.0.1", port: int = 8002,
         typer.secho(f"error: no index at {index}; run `vrag-search ingest ... --index {index}` first", fg="red",
                     err=True)
         raise typer.Exit(2)
-    run_server(str(index), host=host, port=port, api_key=api_key, device=device)
+    run_server(str(index), host=host, port=port, api_key=api_key, device=device, expose_paths=expose_paths,
+               max_body_bytes=max_body_bytes)
 
 
 @app.command("sample-corpus")

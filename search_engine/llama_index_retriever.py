@@ -1,6 +1,6 @@
 """A llama-index retriever over our engine, so llama-index apps can retrieve page images.
 
-It returns `ImageNode`s (image path + page metadata) with the engine's scores; give it a loaded
+It returns `ImageNode`s (image path — or image URL when the server does not expose its paths — + page metadata) with the engine's scores; give it a loaded
 `SearchEngine` (in-process) or the URL of a running search server.
 """
 from __future__ import annotations
@@ -39,6 +39,10 @@ class VragPageRetriever(BaseRetriever):
             metadata = {"page_id": hit["page_id"], "doc_id": hit["doc_id"], "page_number": hit["page_number"],
                         "rank": hit["rank"], **{k: v for k, v in hit.get("metadata", {}).items()
                                                  if isinstance(v, (str, int, float))}}
-            node = ImageNode(id_=hit["page_id"], image_path=hit["image_path"], metadata=metadata)
+            if hit.get("image_path"):
+                node = ImageNode(id_=hit["page_id"], image_path=hit["image_path"], metadata=metadata)
+            else:  # the server does not expose its paths (not on this machine): the node points at its URL
+                node = ImageNode(id_=hit["page_id"], image_url=f"{self._search_url}{hit['image_url']}",
+                                 metadata=metadata)
             nodes.append(NodeWithScore(node=node, score=float(hit["score"])))
         return nodes

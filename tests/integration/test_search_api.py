@@ -29,7 +29,8 @@ def test_post_search_finds_the_answer_page(search_server, sample_corpus):
     assert results[1][0]["doc_id"] == "solar_energy_brief"
     hit = results[0][0]
     assert hit["image_url"] == "/pages/metro_travel_survey_2024_2/image" and hit["rank"] == 1
-    assert hit["metadata"]["source_path"].endswith("metro_travel_survey_2024.pdf")
+    assert hit["metadata"]["source_path"] == "metro_travel_survey_2024.pdf"  # no server path by default
+    assert hit["image_path"] == ""
 
 
 def test_upstream_get_search_shape(search_server):
@@ -37,7 +38,20 @@ def test_upstream_get_search_shape(search_server):
     assert response.status_code == 200, response.text
     body = response.json()
     assert len(body) == 2 and [h["idx"] for h in body[0]] == [0, 1]
-    assert all(Path(h["image_file"]).is_file() for hits in body for h in hits)
+    assert all(h["image_file"] == f"/pages/{h['page_id']}/image" for hits in body for h in hits)
+
+
+def test_paths_are_exposed_only_when_allowed(sample_engine):
+    """--expose-paths: absolute paths for clients on the server's machine (upstream's trainer opens image_file)."""
+    server = LoopbackServer(create_app(engine=sample_engine, expose_paths=True)).start()
+    try:
+        hits = httpx.get(f"{server.url}/search", params={"queries": ["revenue 2023"], "top_k": 2}).json()[0]
+        assert all(Path(h["image_file"]).is_absolute() and Path(h["image_file"]).is_file() for h in hits)
+        post = httpx.post(f"{server.url}/search", json={"queries": ["revenue 2023"]}).json()["results"][0]
+        assert Path(post[0]["image_path"]).is_file() and Path(post[0]["metadata"]["source_path"]).is_file()
+        assert Path(httpx.get(f"{server.url}/stats").json()["index_dir"]) == sample_engine.index_dir
+    finally:
+        server.stop()
 
 
 def test_page_image_and_metadata(search_server, sample_engine):
@@ -75,11 +89,15 @@ def test_path_traversal_ids_are_refused(search_server, raw_path):
 @pytest.mark.parametrize("body, fragment", [
     ({"queries": []}, "at least 1"),
     ({"queries": ["a"] * 65}, "at most 64"),
-    ({"queries": ["   "]}, "empty"),
-    ({"queries": ["x" * 2001]}, "longer than 2000"),
+    ({"queries": ["   "]}, "should match pattern"),
+    ({"queries": [""]}, "at least 1 character"),
+    ({"queries": ["x" * 2001]}, "at most 2000 characters"),
+    ({"queries": ["ok"], "top_k": False}, "valid integer"),
+    ({"queries": ["ok"], "top_k": 1.0}, "valid integer"),
+    ({"queries": ["ok"], "top_k": "3"}, "valid integer"),
     ({"queries": ["ok"], "top_k": 0}, "greater than or equal to 1"),
     ({"queries": ["ok"], "top_k": 51}, "less than or equal to 50"),
-    ({"queries": ["ok"], "doc_ids": ["../etc"]}, "invalid document id"),
+    ({"queries": ["ok"], "doc_ids": ["../etc"]}, "should match pattern"),
     ({"queries": "not a list"}, "list"),
 ])
 def test_bad_requests_get_clear_4xx(search_server, body, fragment):
@@ -127,7 +145,11 @@ def test_llama_index_retriever(sample_engine, search_server):
                       VragPageRetriever(search_url=search_server.url, top_k=3)):
         nodes = retriever.retrieve("How many employees did Acme Robotics have at the end of 2023?")
         assert len(nodes) == 3 and all(isinstance(n.node, ImageNode) for n in nodes)
-        assert Path(nodes[0].node.image_path).is_file() and nodes[0].score is not None
+        if retriever._engine is not None:
+            assert Path(nodes[0].node.image_path).is_file() and nodes[0].score is not None
+        else:  # the server hides its paths: the node carries the image URL, which serves the page
+            assert nodes[0].node.image_url.startswith(search_server.url)
+            assert httpx.get(nodes[0].node.image_url).headers["content-type"] == "image/jpeg"
         assert "acme_annual_report_2023_4" in [n.node.metadata["page_id"] for n in nodes]
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import secrets
 import time
 from typing import Any, Iterator, Protocol, runtime_checkable
 
@@ -17,8 +16,16 @@ import anyio
 import anyio.to_thread
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel
 
+from search_engine.http_guard import (
+    BodyLimitMiddleware,
+    SafeJSONResponse,
+    error_responses,
+    keys_match,
+    validation_error_body,
+)
 from vrag_rl.policy_server.protocol import (
     BadRequest,
     ChatCompletionRequest,
@@ -37,6 +44,8 @@ from vrag_rl.policy_server.protocol import (
 
 log = logging.getLogger("vrag_rl.policy_server")
 
+DEFAULT_MAX_BODY_BYTES = 64 * 2**20  # a conversation with a few dozen page images; one image is at most 20 MB
+
 
 @runtime_checkable
 class Backend(Protocol):
@@ -50,13 +59,16 @@ class Backend(Protocol):
     def generate(self, messages: list[ChatMessage], params: GenerationParams) -> Generation: ...
 
 
-def create_app(backend: Backend, model_name: str, api_key: str | None = None, *, serialize: bool = False) -> FastAPI:
+def create_app(backend: Backend, model_name: str, api_key: str | None = None, *, serialize: bool = False,
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
     """The OpenAI-compatible app for `backend`, served as `model_name`.
 
     `api_key`: when set, `/v1/*` needs `Authorization: Bearer <api_key>` (401 otherwise); `/health` stays open
     for load balancers. `serialize=True` forces one generation at a time whatever the backend declares.
+    `max_body_bytes`: larger request bodies are answered 413 before they are parsed.
     """
-    app = FastAPI(title="VRAG policy server (OpenAI-compatible)", version="1.0")
+    app = FastAPI(title="VRAG policy server (OpenAI-compatible)", version="1.0",
+                  default_response_class=SafeJSONResponse)
     app.state.backend = backend
     app.state.model_name = model_name
     declared = getattr(backend, "max_concurrency", None)
@@ -71,8 +83,10 @@ def create_app(backend: Backend, model_name: str, api_key: str | None = None, *,
             limiter_box["limiter"] = anyio.CapacityLimiter(int(concurrency))
         return limiter_box["limiter"]
 
-    if api_key:
+    app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
+    if api_key:  # added last, so it runs first: a stranger gets 401 before any body is read
         app.add_middleware(_ApiKeyMiddleware, api_key=api_key)
+    errors = error_responses(401, 413, 500) if api_key else error_responses(413, 500)
 
     def run(body: ChatCompletionRequest) -> Generation:
         for message in body.messages:  # fail fast (400) on bad image URLs, before any model work
@@ -85,12 +99,16 @@ def create_app(backend: Backend, model_name: str, api_key: str | None = None, *,
             result = result.model_copy(update={"text": text, "finish_reason": "stop"})
         return result
 
-    @app.post("/v1/chat/completions")
+    @app.post("/v1/chat/completions", response_model=ChatCompletionResponse,
+              responses={200: {"description": "The completion; with `stream: true` an SSE stream of "
+                                              "`chat.completion.chunk` events ending in `data: [DONE]`",
+                               "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                         **error_responses(400), **errors})
     async def chat_completions(body: ChatCompletionRequest):
         try:
             result = await anyio.to_thread.run_sync(run, body, limiter=limiter())
         except BadRequest as exc:
-            return JSONResponse({"detail": str(exc)}, status_code=400)
+            return SafeJSONResponse({"detail": str(exc)}, status_code=400)
         model = body.model or model_name
         usage = Usage(prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
                       total_tokens=result.prompt_tokens + result.completion_tokens)
@@ -104,29 +122,32 @@ def create_app(backend: Backend, model_name: str, api_key: str | None = None, *,
             usage=usage,
         )
 
-    @app.get("/v1/models", response_model=ModelList)
+    @app.get("/v1/models", response_model=ModelList, responses=errors)
     async def models() -> ModelList:
         return ModelList(data=[ModelCard(id=model_name)])
 
-    @app.get("/health")
-    async def health() -> dict:
-        return {"status": "ok", "model": model_name}
+    @app.get("/health", response_model=HealthInfo, responses=error_responses(413))
+    async def health() -> HealthInfo:
+        return HealthInfo(status="ok", model=model_name)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError):
         # FastAPI's default echoes each offending input back: for a 20 MB image that is 20 MB of error.
-        return JSONResponse({"detail": [_short_error(e) for e in exc.errors()]}, status_code=422)
+        return SafeJSONResponse(validation_error_body(exc.errors()), status_code=422)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception):
-        log.exception("policy backend failed")  # the trace goes to the server log, not to the client
-        return JSONResponse({"detail": f"internal error: {type(exc).__name__}: {str(exc)[:300]}"}, status_code=500)
+        # The trace goes to the server log only: exception text can hold prompts, paths or other users' input.
+        log.exception("policy backend failed")
+        return SafeJSONResponse({"detail": f"internal error ({type(exc).__name__}); see the policy server's log"},
+                                status_code=500)
 
     return app
 
 
-def _short_error(error: dict) -> dict:
-    return {"loc": list(error.get("loc", ())), "msg": str(error.get("msg", "")), "type": str(error.get("type", ""))}
+class HealthInfo(BaseModel):
+    status: str
+    model: str
 
 
 class _ApiKeyMiddleware:
@@ -134,14 +155,14 @@ class _ApiKeyMiddleware:
 
     def __init__(self, app, api_key: str):
         self.app = app
-        self.expected = api_key.encode()
+        self.expected = api_key
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and scope.get("path", "").startswith("/v1"):
             header = dict(scope.get("headers") or []).get(b"authorization", b"")
             scheme, _, given = header.partition(b" ")
-            if scheme.lower() != b"bearer" or not secrets.compare_digest(given.strip(), self.expected):
-                response = JSONResponse({"detail": "missing or wrong API key (send Authorization: Bearer <key>)"},
+            if scheme.lower() != b"bearer" or not keys_match(given.strip(), self.expected):
+                response = SafeJSONResponse({"detail": "missing or wrong API key (send Authorization: Bearer <key>)"},
                                         status_code=401, headers={"WWW-Authenticate": "Bearer"})
                 await response(scope, receive, send)
                 return

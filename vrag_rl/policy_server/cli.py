@@ -30,6 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8001)
     serve.add_argument("--api-key", default=None, help="require Authorization: Bearer KEY on /v1/*")
     serve.add_argument("--log-level", default="info")
+    serve.add_argument("--max-body-bytes", type=int, default=64 * 2**20,
+                       help="larger request bodies are refused with 413 (default 64 MiB)")
     return parser
 
 
@@ -63,7 +65,7 @@ def build_app(args: argparse.Namespace):
 
         backend = RuleBasedBackend()
         name = args.served_model_name or "rule-based"
-    return create_app(backend, name, api_key=args.api_key)
+    return create_app(backend, name, api_key=args.api_key, max_body_bytes=getattr(args, "max_body_bytes", 64 * 2**20))
 
 
 def main(argv: list[str] | None = None) -> None:

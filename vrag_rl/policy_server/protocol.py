@@ -16,13 +16,27 @@ from dataclasses import dataclass
 from typing import Annotated, Literal, Union
 
 from PIL import Image
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictBool,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
+
+from search_engine.http_guard import has_lone_surrogate
 
 MAX_MESSAGES = 256
 MAX_IMAGES = 32
 MAX_DATA_URL_CHARS = 20 * 2**20  # one data URL, as sent (base64 text), at most 20 MB
 MAX_IMAGE_PIXELS = 64_000_000  # refuse decompression bombs before PIL allocates them
 MAX_TOKENS_LIMIT = 8192
+MAX_TOTAL_TEXT_CHARS = 1_000_000  # all text of a request: ~100 agent turns of prompts and replies
+MAX_STOPS = 16
+MAX_STOP_CHARS = 512
 
 _DATA_URL = re.compile(r"^data:image/[a-zA-Z0-9.+-]+;base64,", re.IGNORECASE)
 
@@ -41,7 +55,9 @@ class TextPart(BaseModel):
 
 
 class ImageURL(BaseModel):
-    url: str = Field(..., max_length=MAX_DATA_URL_CHARS)
+    url: str = Field(..., max_length=MAX_DATA_URL_CHARS,
+                     description="an inline `data:image/...;base64,...` URL; anything else (http, file) is "
+                                 f"answered 400 and never fetched; at most {MAX_IMAGES} images per request")
     detail: str | None = None
 
 
@@ -87,7 +103,7 @@ class ChatMessage(BaseModel):
 
 
 class StreamOptions(BaseModel):
-    include_usage: bool = False
+    include_usage: StrictBool = False
 
 
 @dataclass(frozen=True)
@@ -107,19 +123,23 @@ class ChatCompletionRequest(BaseModel):
     # Unknown OpenAI/vLLM fields (user, logprobs, ...) are ignored, as vLLM ignores what it does not use.
     model_config = ConfigDict(extra="ignore")
 
-    model: str | None = None
-    messages: list[ChatMessage] = Field(..., min_length=1, max_length=MAX_MESSAGES)
+    # Integers and booleans are strict (`n: 1.0`, `stream: "yes"` are 422): the schema says integer/boolean.
+    model: str | None = Field(None, max_length=256)
+    messages: list[ChatMessage] = Field(..., min_length=1, max_length=MAX_MESSAGES,
+                                        description=f"at most {MAX_IMAGES} images and {MAX_TOTAL_TEXT_CHARS} "
+                                                    "characters of text in all")
     temperature: float = Field(1.0, ge=0.0, le=2.0)
     top_p: float = Field(1.0, ge=0.0, le=1.0)
-    max_tokens: int | None = Field(512, ge=1, le=MAX_TOKENS_LIMIT)
-    max_completion_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS_LIMIT)
-    stop: str | list[str] | None = None
-    stream: bool = False
+    max_tokens: StrictInt | None = Field(512, ge=1, le=MAX_TOKENS_LIMIT)
+    max_completion_tokens: StrictInt | None = Field(None, ge=1, le=MAX_TOKENS_LIMIT)
+    stop: Annotated[str, Field(max_length=MAX_STOP_CHARS)] | Annotated[
+        list[Annotated[str, Field(max_length=MAX_STOP_CHARS)]], Field(max_length=MAX_STOPS)] | None = None
+    stream: StrictBool = False
     stream_options: StreamOptions | None = None
-    n: int = Field(1, ge=1, le=1, description="only n=1 is supported")
-    seed: int | None = None
+    n: StrictInt = Field(1, ge=1, le=1, description="only n=1 is supported")
+    seed: StrictInt | None = Field(None, ge=-(2**63), lt=2**64)
     # vLLM extensions the RL trainer sends through `extra_body`
-    top_k: int | None = Field(None, ge=-1)
+    top_k: StrictInt | None = Field(None, ge=-1, le=1_000_000)
     repetition_penalty: float | None = Field(None, gt=0.0, le=10.0)
 
     @field_validator("messages")
@@ -130,12 +150,16 @@ class ChatCompletionRequest(BaseModel):
             raise ValueError(f"{count} images in one request; at most {MAX_IMAGES}")
         return messages
 
-    @field_validator("stop")
-    @classmethod
-    def _bounded_stop(cls, stop: str | list[str] | None) -> str | list[str] | None:
-        if isinstance(stop, list) and len(stop) > 16:
-            raise ValueError("at most 16 stop strings")
-        return stop
+    @model_validator(mode="after")
+    def _bounded_valid_text(self) -> "ChatCompletionRequest":
+        """All text together is bounded, and must be valid Unicode: a lone surrogate (`"\\ud800"` in JSON)
+        cannot be encoded for a tokenizer, nor echoed back by a scripted reply."""
+        texts = [m.text() for m in self.messages] + [self.model or ""] + self.stop_list()
+        if sum(len(t) for t in texts) > MAX_TOTAL_TEXT_CHARS:
+            raise ValueError(f"more than {MAX_TOTAL_TEXT_CHARS} characters of text in one request")
+        if any(has_lone_surrogate(t) for t in texts):
+            raise ValueError("text is not valid Unicode (lone surrogate)")
+        return self
 
     def stop_list(self) -> list[str]:
         if self.stop is None:
