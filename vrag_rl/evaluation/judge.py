@@ -4,6 +4,7 @@ String metrics undercount a VLM that answers "about 341 million dollars"; the pa
 score with a judge model. This client talks to any OpenAI-compatible `/v1/chat/completions`
 (vLLM, SGLang, DashScope, OpenAI), retries transient failures with backoff, and never raises:
 a judge outage becomes `score=None` with the error, so a long evaluation is not lost to it.
+The same judge is the RL reward's outcome judge (`vrag_rl.rewards`).
 """
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ import asyncio
 import re
 from dataclasses import dataclass
 
-import httpx
+from vrag_rl.agent.policies.openai_http import OpenAIPolicy
+from vrag_rl.agent.policy import PolicyError, SamplingParams
+
+DEFAULT_MAX_TOKENS = 4096
 
 JUDGE_PROMPT = """You grade answers to questions about documents.
 
@@ -50,87 +54,85 @@ def parse_verdict(text: str) -> float | None:
     return 1.0 if match.group(1).lower() in _POSITIVE else 0.0
 
 
-def _chat_url(base_url: str) -> str:
-    url = base_url.rstrip("/")
-    if url.endswith("/chat/completions"):
-        return url
-    if url.endswith("/v1"):
-        return url + "/chat/completions"
-    return url + "/v1/chat/completions"
+def _root_cause(exc: BaseException) -> BaseException:
+    while exc.__cause__ is not None and exc.__cause__ is not exc:
+        exc = exc.__cause__
+    return exc
 
 
-class _Retryable(Exception):
-    pass
+def _retryable(exc: PolicyError) -> bool:
+    """Connection errors, timeouts, 429 and 5xx are worth another try; 4xx and malformed bodies are not."""
+    import openai
+
+    cause = exc.__cause__
+    if isinstance(cause, openai.APIStatusError):
+        return cause.status_code == 429 or cause.status_code >= 500
+    return isinstance(cause, (openai.APIConnectionError, openai.APITimeoutError))
 
 
 class LLMJudge:
-    """Scores (question, reference, prediction) triples with a chat model."""
+    """Scores (question, reference, prediction) triples with a chat model behind any OpenAI-compatible API.
+
+    The HTTP call goes through `OpenAIPolicy`, the project's one OpenAI client (it validates the
+    raw response, so a malformed body is a clear error, never a crash). Retries are bounded and
+    counted here — `max_retries` more attempts with exponential backoff on connection errors,
+    timeouts, 429 and 5xx — because an unbounded retry loop is how upstream's judge hung training.
+    The RL reward's outcome judge (`vrag_rl.rewards.outcome`) is this class.
+    """
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout: float = 60,
-                 max_retries: int = 3, backoff_s: float = 1.0, max_tokens: int | None = None):
-        self.url = _chat_url(base_url)
+                 max_retries: int = 3, backoff_s: float = 1.0, max_tokens: int | None = None,
+                 prompt: str = JUDGE_PROMPT):
+        self.base_url = base_url
         self.model = model
         self.api_key = api_key
         self.timeout = timeout
         self.max_retries = max_retries
         self.backoff_s = backoff_s
-        self.max_tokens = max_tokens  # None: let thinking models finish their reasoning
-        self._client: httpx.AsyncClient | None = None
+        self.max_tokens = max_tokens  # None: a generous cap, so thinking models can finish their reasoning
+        self.prompt = prompt
+        self._policy: OpenAIPolicy | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def _get_client(self) -> httpx.AsyncClient:
-        # A client is bound to the event loop that made it; `run_evaluation` makes a new loop
-        # per call, so rebuild rather than reuse a client from a closed loop.
+    def _get_policy(self) -> OpenAIPolicy:
+        # The client is bound to the event loop that made it; `run_evaluation` makes a new loop per
+        # call, so rebuild rather than reuse a client from a closed loop.
         loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-            self._client = httpx.AsyncClient(timeout=self.timeout, headers=headers)
+        if self._policy is None or self._loop is not loop:
+            self._policy = OpenAIPolicy(self.base_url, model=self.model, api_key=self.api_key, timeout=self.timeout,
+                                        max_retries=0)
             self._loop = loop
-        return self._client
+        return self._policy
 
     async def aclose(self) -> None:
-        if self._client is not None and self._loop is asyncio.get_running_loop():
-            await self._client.aclose()
-        self._client, self._loop = None, None
+        if self._policy is not None and self._loop is asyncio.get_running_loop():
+            await self._policy.aclose()
+        self._policy, self._loop = None, None
 
-    def _payload(self, question: str, reference: str | list[str], prediction: str) -> dict:
+    def messages(self, question: str, reference: str | list[str], prediction: str) -> list[dict]:
         ref = " | ".join(reference) if isinstance(reference, list) else reference
-        prompt = JUDGE_PROMPT.format(question=question, reference=ref, prediction=prediction)
-        payload: dict = {"model": self.model, "messages": [{"role": "user", "content": prompt}],
-                         "temperature": 0.0}
-        if self.max_tokens is not None:
-            payload["max_tokens"] = self.max_tokens
-        return payload
-
-    async def _post_once(self, payload: dict) -> str:
-        try:
-            response = await self._get_client().post(self.url, json=payload)
-        except (httpx.TransportError, httpx.TimeoutException) as exc:
-            raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
-        if response.status_code >= 500 or response.status_code == 429:
-            raise _Retryable(f"HTTP {response.status_code}: {response.text[:200]}")
-        if response.status_code >= 400:
-            raise RuntimeError(f"HTTP {response.status_code}: {response.text[:200]}")
-        content = response.json()["choices"][0]["message"]["content"]
-        return content or ""
+        return [{"role": "user", "content": self.prompt.format(question=question, reference=ref,
+                                                               prediction=prediction)}]
 
     async def ajudge(self, question: str, reference: str | list[str], prediction: str | None) -> JudgeVerdict:
-        """Judge one answer; an empty prediction is wrong without asking the model."""
+        """Judge one answer; an empty prediction is wrong without asking the model. Never raises."""
         if prediction is None or not str(prediction).strip():
             return JudgeVerdict(score=0.0, raw="", error=None)
-        payload = self._payload(question, reference, str(prediction))
+        messages = self.messages(question, reference, str(prediction))
+        sampling = SamplingParams(temperature=0.0, max_tokens=self.max_tokens or DEFAULT_MAX_TOKENS)
         last_error = ""
         for attempt in range(self.max_retries + 1):
             try:
-                raw = await self._post_once(payload)
-            except _Retryable as exc:
-                last_error = str(exc)
+                reply = await self._get_policy().complete(messages, sampling)
+            except PolicyError as exc:
+                last_error = f"{exc} ({type(_root_cause(exc)).__name__})"
+                if not _retryable(exc):
+                    return JudgeVerdict(score=None, raw="", error=last_error)
                 if attempt < self.max_retries:
                     await asyncio.sleep(self.backoff_s * 2**attempt)
                 continue
-            except Exception as exc:  # 4xx, malformed JSON: retrying will not help
-                return JudgeVerdict(score=None, raw="", error=f"{type(exc).__name__}: {exc}")
-            score = parse_verdict(raw)
-            return JudgeVerdict(score=score, raw=raw, error=None if score is not None else "unparseable verdict")
+            score = parse_verdict(reply.text)
+            return JudgeVerdict(score=score, raw=reply.text,
+                                error=None if score is not None else "unparseable verdict")
         return JudgeVerdict(score=None, raw="", error=f"judge failed after {self.max_retries + 1} attempts: "
                                                        f"{last_error}")
