@@ -1,12 +1,18 @@
 #!/usr/bin/env python
-"""Benchmark the agent loop: episodes/s and per-turn overhead at several concurrency levels.
+"""Benchmark the agent loop: episodes/s and the agent process's own CPU per turn.
 
-Starts (as subprocesses, on loopback) the search server over a text index of the sample corpus
-and a scripted policy server replaying search → bbox → answer, then runs N episodes per level.
-The policy takes no time, so the numbers are the agent's own overhead plus real search and image
-work (page load, resize, crop, JPEG + base64) — the cost added on top of a model.
+Starts, as subprocesses on loopback, the search server over a text index of the sample corpus and
+a scripted policy server replaying search → bbox → answer after a simulated model time
+(`--model-ms`, default 50 ms per reply). The agent runs in this process, so `time.process_time()`
+measured around a batch is exactly the agent's own CPU (parsing, page images, resize, crop, JPEG +
+base64, HTTP client work), not time spent queueing for the servers.
 
-    python scripts/bench_agent.py --episodes 64 --concurrency 1 8 64
+    python scripts/bench_agent.py --episodes 64 --concurrency 1 8 64 --model-ms 50
+
+`--agent-repo DIR` imports `vrag_rl` from another checkout (e.g. a `git worktree` of an older
+commit) to compare before/after with the same measurement; `--upstream FILE` also runs upstream
+VRAG's `demo/vrag_agent.py` class (a scratch copy, never committed) sequentially against the same
+servers, as its users call it: one `run()` per question.
 """
 from __future__ import annotations
 
@@ -23,7 +29,6 @@ from pathlib import Path
 import httpx
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 SCRIPT = {"default": [
     "<think>Find the page.</think><search>{question}</search>",
@@ -35,9 +40,11 @@ QUESTIONS = ["What satisfaction score did the Riverside district get?", "Kestrel
 
 
 def free_port() -> int:
-    from testkit.loopback import free_port as pick
+    import socket
 
-    return pick()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 180) -> None:
@@ -63,12 +70,93 @@ def ensure_index(index: Path) -> None:
     Ingestor(index, visual_model=None, text_model="minilm").add(corpus.files)
 
 
+def serve_policy(script: str, port: int, model_ms: float) -> None:
+    """The scripted policy server with a simulated model time per reply (run as a subprocess)."""
+    import uvicorn
+
+    from vrag_rl.policy_server.app import create_app
+    from vrag_rl.policy_server.scripted import ScriptedBackend
+
+    class SlowBackend(ScriptedBackend):
+        def generate(self, messages, params):  # runs in a worker thread: sleeping there is the model's time
+            time.sleep(model_ms / 1000)
+            return super().generate(messages, params)
+
+    backend = SlowBackend.from_file(script)
+    uvicorn.run(create_app(backend, "scripted"), host="127.0.0.1", port=port, log_level="warning")
+
+
+def bench_ours(policy_url: str, search_url: str, episodes: int, levels: list[int]) -> None:
+    from vrag_rl import VRAG
+
+    agent = VRAG(base_url=policy_url + "/v1", search_url=search_url, model="scripted")
+    agent.run(QUESTIONS[0])  # warm-up: imports, first connections
+    print(f"{'concurrency':>11} {'episodes/s':>11} {'turns/s':>9} {'p50 episode':>12} {'p95 episode':>12} "
+          f"{'own CPU ms/turn':>16} {'answered':>9}")
+    for level in levels:
+        questions = [QUESTIONS[i % len(QUESTIONS)] for i in range(episodes)]
+        cpu, start = time.process_time(), time.perf_counter()
+        results = agent.run_batch(questions, concurrency=level)
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+        turns = sum(r.turns for r in results)
+        latencies = sorted(r.elapsed_s for r in results)
+        answered = sum(r.status == "answered" for r in results)
+        print(f"{level:>11} {len(results) / wall:>11.1f} {turns / wall:>9.1f} "
+              f"{statistics.median(latencies) * 1000:>10.0f}ms {latencies[int(0.95 * (len(latencies) - 1))] * 1000:>10.0f}ms "
+              f"{cpu / max(turns, 1) * 1000:>14.2f}ms {answered:>5}/{len(results)}")
+    # upstream's call style: one run() per question, sequentially
+    cpu, start = time.process_time(), time.perf_counter()
+    n = min(episodes, 32)
+    turns = 0
+    for i in range(n):
+        turns += agent.run(QUESTIONS[i % len(QUESTIONS)]).turns
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    print(f"{'run() x' + str(n):>11} {n / wall:>11.1f} {turns / wall:>9.1f} {'':>12} {'':>12} "
+          f"{cpu / max(turns, 1) * 1000:>14.2f}ms")
+    getattr(agent, "close", lambda: None)()  # older checkouts have no close()
+
+
+def bench_upstream(path: Path, policy_url: str, search_url: str, episodes: int) -> None:
+    """Upstream's class, sequential, as its README calls it (it is a generator; the answer is its return value)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("upstream_vrag_agent", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    agent = module.VRAG(base_url=policy_url + "/v1", search_url=search_url + "/search", generator=False)
+
+    def one(question: str) -> int:
+        steps = agent.run(question)
+        try:
+            while True:
+                next(steps)
+        except StopIteration as stop:
+            return 0 if stop.value is None else 1
+
+    one(QUESTIONS[0])
+    n = min(episodes, 32)
+    cpu, start = time.process_time(), time.perf_counter()
+    answered = sum(one(QUESTIONS[i % len(QUESTIONS)]) for i in range(n))
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    turns = 3 * n
+    print(f"{'upstream':>11} {n / wall:>11.1f} {turns / wall:>9.1f} {'':>12} {'':>12} "
+          f"{cpu / turns * 1000:>14.2f}ms {answered:>5}/{n}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--index", type=Path, default=REPO / "data" / "bench_index")
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 64])
+    parser.add_argument("--model-ms", type=float, default=50.0, help="simulated model time per reply")
+    parser.add_argument("--agent-repo", type=Path, default=REPO, help="checkout whose vrag_rl is benchmarked")
+    parser.add_argument("--upstream", type=Path, default=None, help="upstream's demo/vrag_agent.py, to compare")
+    parser.add_argument("--serve-policy", nargs=2, metavar=("SCRIPT", "PORT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    sys.path.insert(0, str(args.agent_repo.resolve()))
+    if args.serve_policy:
+        serve_policy(args.serve_policy[0], int(args.serve_policy[1]), args.model_ms)
+        return 0
     ensure_index(args.index)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with tempfile.TemporaryDirectory() as tmp:
@@ -77,36 +165,22 @@ def main() -> int:
         search_port, policy_port = free_port(), free_port()
         procs = [
             subprocess.Popen([sys.executable, "-m", "search_engine", "serve", "--index", str(args.index), "--port",
-                              str(search_port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
-            subprocess.Popen([sys.executable, "-m", "vrag_rl.policy_server", "serve", "--backend", "scripted",
-                              "--script", str(script), "--port", str(policy_port)], env=env,
+                              str(search_port), *(["--expose-paths"] if args.upstream else [])], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+            subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve-policy", str(script),
+                              str(policy_port), "--model-ms", str(args.model_ms)], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
         ]
         try:
             search_url, policy_url = f"http://127.0.0.1:{search_port}", f"http://127.0.0.1:{policy_port}"
             wait_healthy(search_url, procs[0])
             wait_healthy(policy_url, procs[1])
-            from vrag_rl import VRAG
-
-            agent = VRAG(base_url=policy_url + "/v1", search_url=search_url, model="scripted")
-            agent.run(QUESTIONS[0])  # warm-up
-            print(f"{args.episodes} episodes per level, 3 model turns each (search, crop, answer); "
+            print(f"agent from {args.agent_repo}; {args.episodes} episodes per level, 3 model turns each "
+                  f"(search, crop, answer), {args.model_ms:.0f} ms simulated model time per reply; "
                   f"cpu count {os.cpu_count()}")
-            print(f"{'concurrency':>11} {'episodes/s':>11} {'turns/s':>9} {'p50 episode':>12} {'p95 episode':>12} "
-                  f"{'agent-side ms/turn':>19} {'answered':>9}")
-            for level in args.concurrency:
-                questions = [QUESTIONS[i % len(QUESTIONS)] for i in range(args.episodes)]
-                start = time.perf_counter()
-                results = agent.run_batch(questions, concurrency=level)
-                wall = time.perf_counter() - start
-                turns = sum(r.turns for r in results)
-                latencies = sorted(r.elapsed_s for r in results)
-                # time per turn not spent waiting on the policy or search servers: parsing, images, bookkeeping
-                own = [(r.elapsed_s - r.timings["policy_s"] - r.timings["search_s"]) / r.turns for r in results]
-                answered = sum(r.status == "answered" for r in results)
-                print(f"{level:>11} {len(results) / wall:>11.1f} {turns / wall:>9.1f} "
-                      f"{statistics.median(latencies) * 1000:>10.0f}ms {latencies[int(0.95 * (len(latencies) - 1))] * 1000:>10.0f}ms "
-                      f"{statistics.mean(own) * 1000:>17.1f}ms {answered:>5}/{len(results)}")
+            bench_ours(policy_url, search_url, args.episodes, args.concurrency)
+            if args.upstream:
+                bench_upstream(args.upstream, policy_url, search_url, args.episodes)
         finally:
             for proc in procs:
                 proc.terminate()

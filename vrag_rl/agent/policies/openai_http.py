@@ -126,13 +126,17 @@ class OpenAIPolicy:
         extra: dict[str, Any] = dict(sampling.extra_body)
         if sampling.seed is not None:
             extra.setdefault("seed", sampling.seed)
+        payload: dict[str, Any] = {"model": model, "messages": self.to_openai_messages(messages),
+                                   "temperature": sampling.temperature, "top_p": sampling.top_p,
+                                   "max_tokens": sampling.max_tokens}
+        if sampling.stop:
+            payload["stop"] = list(sampling.stop)
+        payload.update(extra)
         try:
-            raw = await self._client.chat.completions.with_raw_response.create(
-                model=model, messages=self.to_openai_messages(messages), temperature=sampling.temperature,
-                top_p=sampling.top_p, max_tokens=sampling.max_tokens, stop=list(sampling.stop) or None,
-                extra_body=extra or None,
-            )
-            body = raw.http_response.content
+            # The client's documented raw-request path: same retries, auth and error mapping as
+            # `chat.completions.create`, without its recursive TypedDict transform of the messages
+            # (4.5 ms CPU per call with a few images: more than all the rest of a turn).
+            body = await self._client.post("/chat/completions", body=payload, cast_to=bytes)
         except self._openai.APIStatusError as exc:
             raise PolicyError(f"policy endpoint {self.base_url} answered {exc.status_code}: {_status_detail(exc)}") from exc
         except self._openai.APIConnectionError as exc:
