@@ -1,0 +1,144 @@
+"""Our Hydra configs compose over verl 0.9.1's own `ppo_trainer` and pass verl's own validation.
+
+Each config is composed with Hydra exactly as `python -m verl.trainer.main_ppo --config-path
+configs/verl --config-name NAME` does, then checked by verl's `validate_config` and turned into
+verl's config dataclasses (actor, ref — with the key remapping verl's worker applies —, rollout,
+algorithm), which reject unknown keys; the `vrag:` section goes through `plugin_settings`.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("verl")
+pytest.importorskip("hydra")
+
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf, open_dict
+
+from vrag_rl.verl_plugins.settings import PluginSettingsError, plugin_settings
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "verl"
+CONFIGS = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+
+
+@functools.cache
+def _composed(name: str, overrides: tuple[str, ...] = ()):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        cfg = compose(config_name=name, overrides=list(overrides))
+    OmegaConf.resolve(cfg)
+    return cfg
+
+
+def _compose(name: str, overrides: list[str] | None = None):
+    """A fresh copy (tests may edit it) of the composed config; Hydra composes each one once."""
+    return _composed(name, tuple(overrides or ())).copy()
+
+
+def _edited(name: str, **values):
+    cfg = _compose(name)
+    with open_dict(cfg):
+        for key, value in values.items():
+            OmegaConf.update(cfg, key.replace("__", "."), value, force_add=True)
+    return cfg
+
+
+def _verl_validate(cfg) -> dict:
+    """What verl checks before and while it builds the workers, on CPU."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import omega_conf_to_dataclass, validate_config
+
+    checked = cfg
+    if cfg.actor_rollout_ref.model.lora_rank > 0 and importlib.util.find_spec("vllm") is None:
+        # validate_config imports vLLM to round the LoRA rank; without vLLM (this CPU machine) check the
+        # rank against verl's own fallback list of vLLM's MaxLoRARanks instead, and validate the rest.
+        assert cfg.actor_rollout_ref.model.lora_rank in (1, 8, 16, 32, 64, 128, 256, 320, 512)
+        checked = cfg.copy()
+        checked.actor_rollout_ref.rollout.name = "sglang"
+    validate_config(checked, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    ref = cfg.actor_rollout_ref.ref.copy()
+    with open_dict(ref):  # verl.workers.engine_workers does this remap before building the ref config
+        ref.ppo_mini_batch_size = cfg.actor_rollout_ref.actor.ppo_mini_batch_size
+        ref.ppo_micro_batch_size = ref.pop("log_prob_micro_batch_size", None)
+        ref.ppo_micro_batch_size_per_gpu = ref.pop("log_prob_micro_batch_size_per_gpu", None)
+        ref.use_dynamic_bsz = ref.pop("log_prob_use_dynamic_bsz", False)
+        ref.ppo_max_token_len_per_gpu = ref.pop("log_prob_max_token_len_per_gpu", None)
+    return {
+        "actor": omega_conf_to_dataclass(cfg.actor_rollout_ref.actor),
+        "ref": omega_conf_to_dataclass(ref),
+        "rollout": omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout),
+        "algorithm": omega_conf_to_dataclass(cfg.algorithm),
+    }
+
+
+def test_the_expected_settings_exist():
+    assert CONFIGS == ["ggpo_qwen2_5_vl_7b", "ggpo_qwen3_vl_8b", "grpo_qwen2_5_vl_3b_lora_24gb",
+                       "grpo_qwen2_5_vl_7b", "grpo_qwen3_vl_8b"]
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_config_composes_and_validates_against_verl(name):
+    cfg = _compose(name)
+    built = _verl_validate(cfg)
+    settings = plugin_settings(cfg)
+    assert built["rollout"].agent.default_agent_loop == "vrag_agent"
+    assert cfg.actor_rollout_ref.model.external_lib == "vrag_rl.verl_plugins"
+    assert built["algorithm"].adv_estimator == settings.algorithm == name.split("_")[0]
+    assert cfg.reward.custom_reward_function.path == "vrag_rl/verl_plugins/reward.py"
+    if name.startswith("ggpo"):
+        assert built["actor"].policy_loss.loss_mode == "gspo"
+        assert built["actor"].loss_agg_mode == "seq-mean-token-mean"
+    if "qwen3" in name:
+        assert settings.agent.resize_factor == 32 and cfg.data.image_patch_size == 16
+
+
+def test_upstream_hyperparameters_translated_for_the_7b_grpo_run():
+    cfg = _compose("grpo_qwen2_5_vl_7b")
+    built = _verl_validate(cfg)
+    settings = plugin_settings(cfg)
+    actor, rollout = built["actor"], built["rollout"]
+    assert cfg.data.train_batch_size == 32 and rollout.n == 5  # upstream: 32 prompts, n_agent 5
+    assert actor.optim.lr == 1e-6 and actor.optim.lr_warmup_steps == 5
+    assert actor.use_kl_loss and actor.kl_loss_coef == 0.01 and actor.kl_loss_type == "low_var_kl"
+    assert actor.entropy_coeff == 0 and actor.clip_ratio == 0.2 and actor.ppo_micro_batch_size_per_gpu == 1
+    assert actor.fsdp_config.param_offload and actor.fsdp_config.optimizer_offload
+    assert rollout.tensor_model_parallel_size == 2 and rollout.gpu_memory_utilization == 0.6
+    assert rollout.max_model_len == 10240 and rollout.limit_images == 25 and rollout.temperature == 1.0
+    assert rollout.val_kwargs.temperature == 0 and not rollout.val_kwargs.do_sample
+    assert settings.agent.max_turns == 4 and settings.agent.max_tokens == 2048
+    assert (settings.agent.min_pixels, settings.agent.max_pixels) == (256 * 28 * 28, 512 * 28 * 28)
+    reward = settings.reward_config()
+    assert (reward.outcome, reward.format, reward.retrieval, reward.zero_on_format_failure) == (0.7, 0.1, 0.2, True)
+    assert cfg.algorithm.kl_ctrl.kl_coef == 0.0 and not cfg.algorithm.use_kl_in_reward and not cfg.critic.enable
+    assert (cfg.trainer.save_freq, cfg.trainer.test_freq, cfg.trainer.n_gpus_per_node) == (25, 25, 8)
+
+
+def test_single_24gb_gpu_config_uses_lora_on_one_gpu():
+    cfg = _compose("grpo_qwen2_5_vl_3b_lora_24gb")
+    built = _verl_validate(cfg)
+    assert cfg.trainer.n_gpus_per_node == 1 and built["rollout"].tensor_model_parallel_size == 1
+    assert cfg.actor_rollout_ref.model.lora_rank == 64 and built["rollout"].load_format == "safetensors"
+    assert cfg.actor_rollout_ref.model.path == "Qwen/Qwen2.5-VL-3B-Instruct"
+
+
+def test_typos_and_contradictions_fail_loudly():
+    with pytest.raises(ConfigCompositionException):
+        _compose("grpo_qwen2_5_vl_7b", ["actor_rollout_ref.actor.ppo_mini_batch_szie=3"])
+    cfg = _compose("grpo_qwen2_5_vl_7b")
+    with open_dict(cfg):
+        cfg.vrag.agent.max_turn = 3
+    with pytest.raises(PluginSettingsError, match="max_turn"):
+        plugin_settings(cfg)
+    with pytest.raises(PluginSettingsError, match="adv_estimator"):
+        plugin_settings(_edited("grpo_qwen2_5_vl_7b", algorithm__adv_estimator="ggpo"))
+    with pytest.raises(PluginSettingsError, match="max_model_len"):
+        plugin_settings(_edited("grpo_qwen2_5_vl_7b", data__max_response_length=16384))
+    with pytest.raises(PluginSettingsError, match="weights"):
+        plugin_settings(_edited("grpo_qwen2_5_vl_7b", vrag__reward__outcome=-1))
+    bad_batch = _edited("grpo_qwen2_5_vl_7b", actor_rollout_ref__actor__ppo_mini_batch_size=64)  # > 32 prompts
+    with pytest.raises(ValueError, match="ppo_mini_batch_size"):
+        _verl_validate(bad_batch)

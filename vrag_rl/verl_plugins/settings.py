@@ -1,0 +1,135 @@
+"""The `vrag:` section of a verl config, read into the project's own config types.
+
+verl's config schema has no place for the agent's settings (its dataclasses reject unknown keys),
+so our Hydra configs carry one top-level `vrag:` section. Every plugin reads it through this one
+function, so a typo there fails loudly at start-up (and in the config test), not as a silently
+ignored key: unknown keys raise, values go through `AgentConfig` / `RewardConfig` validation,
+and the settings are checked against the verl keys they must agree with.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from vrag_rl.agent.config import AgentConfig
+
+ALGORITHMS = ("grpo", "ggpo")
+_TOP_KEYS = {"algorithm", "search", "agent", "reward", "judge", "ggpo"}
+_SEARCH_KEYS = {"url", "api_key", "timeout_s", "retries"}
+_JUDGE_KEYS = {"base_url", "model", "api_key_env", "max_retries", "timeout_s", "backoff_s", "max_tokens"}
+
+
+class PluginSettingsError(ValueError):
+    """The `vrag:` section is missing, has unknown keys, or disagrees with the verl keys it depends on."""
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    url: str
+    api_key: str | None = None
+    timeout_s: float = 30.0
+    retries: int = 3
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """Where the judge lives; the API key is read from `api_key_env` in the worker, never from the config."""
+
+    base_url: str | None = None
+    model: str = "qwen-max-latest"
+    api_key_env: str | None = "VRAG_JUDGE_API_KEY"
+    max_retries: int = 3
+    timeout_s: float = 60.0
+    backoff_s: float = 1.0
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class PluginSettings:
+    algorithm: str
+    search: SearchSettings
+    agent: AgentConfig
+    reward: dict[str, Any] = field(default_factory=dict)  # RewardConfig fields (without the judge)
+    judge: JudgeSettings = field(default_factory=JudgeSettings)
+    prune_correct_threshold: float = 0.5
+
+    def reward_config(self):
+        """The `vrag_rl.rewards.RewardConfig` these settings describe (judge key from the environment)."""
+        from vrag_rl.rewards import JudgeConfig, RewardConfig
+
+        judge = None
+        if self.judge.base_url:
+            key = os.environ.get(self.judge.api_key_env) if self.judge.api_key_env else None
+            judge = JudgeConfig(base_url=self.judge.base_url, model=self.judge.model, api_key=key,
+                                max_retries=self.judge.max_retries, backoff_s=self.judge.backoff_s,
+                                timeout_s=self.judge.timeout_s, max_tokens=self.judge.max_tokens)
+        return RewardConfig(**self.reward, judge=judge)
+
+
+def _plain(node: Any) -> Any:
+    try:
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+
+        if isinstance(node, (DictConfig, ListConfig)):
+            return OmegaConf.to_container(node, resolve=True)
+    except ImportError:  # pragma: no cover - omegaconf comes with hydra/verl
+        pass
+    return node
+
+
+def _unknown(section: str, given: dict[str, Any], allowed: set[str]) -> None:
+    extra = sorted(set(given) - allowed)
+    if extra:
+        raise PluginSettingsError(f"vrag.{section}: unknown key(s) {extra}; allowed: {sorted(allowed)}")
+
+
+def plugin_settings(config: Any) -> PluginSettings:
+    """Read and validate `config.vrag` (a verl trainer config, DictConfig or dict)."""
+    root = _plain(config)
+    vrag = root.get("vrag") if isinstance(root, dict) else None
+    if not isinstance(vrag, dict):
+        raise PluginSettingsError("the trainer config has no `vrag:` section; start from configs/verl/*.yaml")
+    _unknown("", vrag, _TOP_KEYS)
+    algorithm = str(vrag.get("algorithm", "grpo"))
+    if algorithm not in ALGORITHMS:
+        raise PluginSettingsError(f"vrag.algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+    search = dict(vrag.get("search") or {})
+    _unknown("search", search, _SEARCH_KEYS)
+    if not search.get("url"):
+        raise PluginSettingsError("vrag.search.url is not set (the search server the rollouts query)")
+    agent_fields = set(AgentConfig.__dataclass_fields__)
+    agent = dict(vrag.get("agent") or {})
+    _unknown("agent", agent, agent_fields)
+    judge = dict(vrag.get("judge") or {})
+    _unknown("judge", judge, _JUDGE_KEYS)
+    ggpo = dict(vrag.get("ggpo") or {})
+    _unknown("ggpo", ggpo, {"prune_correct_threshold"})
+    try:
+        settings = PluginSettings(algorithm=algorithm, search=SearchSettings(**search), agent=AgentConfig(**agent),
+                                  reward=dict(vrag.get("reward") or {}), judge=JudgeSettings(**judge),
+                                  prune_correct_threshold=float(ggpo.get("prune_correct_threshold", 0.5)))
+        settings.reward_config()  # validates the reward keys and weights now, not in the first rollout
+    except (TypeError, ValueError) as exc:
+        raise PluginSettingsError(f"vrag: {exc}") from exc
+    _check_against_verl(root, settings)
+    return settings
+
+
+def _check_against_verl(root: dict[str, Any], settings: PluginSettings) -> None:
+    """The settings that must agree with verl's own keys (a mismatch would fail mid-run, on GPUs)."""
+    adv = (root.get("algorithm") or {}).get("adv_estimator")
+    if adv is not None and (adv == "ggpo") != (settings.algorithm == "ggpo"):
+        raise PluginSettingsError(f"vrag.algorithm={settings.algorithm!r} but algorithm.adv_estimator={adv!r}: "
+                                  "GGPO needs both (the loop prunes the mask, the estimator reads it)")
+    data = root.get("data") or {}
+    response = data.get("max_response_length")
+    if response is not None and settings.agent.max_tokens > response:
+        raise PluginSettingsError(f"vrag.agent.max_tokens ({settings.agent.max_tokens}) exceeds "
+                                  f"data.max_response_length ({response}), which holds every turn")
+    rollout = ((root.get("actor_rollout_ref") or {}).get("rollout") or {})
+    max_len = rollout.get("max_model_len")
+    prompt = data.get("max_prompt_length")
+    if max_len is not None and prompt is not None and response is not None and prompt + response > max_len:
+        raise PluginSettingsError(f"data.max_prompt_length + data.max_response_length ({prompt + response}) "
+                                  f"exceeds actor_rollout_ref.rollout.max_model_len ({max_len})")
