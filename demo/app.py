@@ -18,11 +18,18 @@ from demo.render import render_event  # noqa: E402
 from demo.settings import DemoSettings  # noqa: E402
 
 
-def make_agent(settings: DemoSettings):
-    """The agent behind the page. Another agent plugs in here as long as it streams typed events."""
+@st.cache_resource(max_entries=4, show_spinner=False)
+def _cached_agent(policy_url: str, model: str, api_key: str, search_url: str):
     from vrag_rl import VRAG
 
-    return VRAG(**settings.agent_kwargs())
+    return VRAG(base_url=policy_url, search_url=search_url, model=model or None, api_key=api_key or None)
+
+
+def make_agent(settings: DemoSettings):
+    """The agent behind the page, kept across questions (its HTTP clients, decoded pages and image
+    encodings are reused); per-question knobs go to `stream()`. Another agent plugs in here as long
+    as it streams typed events."""
+    return _cached_agent(settings.policy_url, settings.model, settings.api_key, settings.search_url)
 
 
 def sidebar() -> DemoSettings:
@@ -54,7 +61,7 @@ def run_question(settings: DemoSettings, question: str) -> None:
     with st.container(border=True):
         st.markdown(f"### {question}")
         try:
-            for event in make_agent(settings).stream(question):
+            for event in make_agent(settings).stream(question, **settings.episode_overrides()):
                 events.append(event)
                 render_event(event)
         except Exception as exc:  # noqa: BLE001 - the user sees a message, not a stack trace

@@ -22,6 +22,11 @@ class DemoSettings:
     max_pixels: int = MAX_PIXELS
     crop_padding: int = 56
 
+    def episode_overrides(self) -> dict:
+        """The per-question `AgentConfig` fields the sidebar sets."""
+        return dict(max_turns=self.max_turns, search_top_k=self.top_k, min_pixels=self.min_pixels,
+                    max_pixels=self.max_pixels, crop_padding=self.crop_padding)
+
     def agent_kwargs(self) -> dict:
         return dict(base_url=self.policy_url, search_url=self.search_url, model=self.model or None,
                     api_key=self.api_key or None, max_turns=self.max_turns, search_top_k=self.top_k,
