@@ -130,7 +130,7 @@ def create_app(engine: SearchEngine | None = None, index_dir: str | None = None,
             raise _unprocessable(str(exc), "body") from None
 
     @app.post("/search", response_model=SearchResponse, dependencies=protected,
-              responses={**protected_errors, **error_responses(404)})
+              responses={**protected_errors, **error_responses(400, 404)})
     async def search(body: SearchRequest, engine: Engine) -> SearchResponse:
         """Rank pages for 1–64 queries at once; `doc_ids` restricts, `channels` picks the rankers."""
         started = time.perf_counter()
@@ -203,6 +203,17 @@ def create_app(engine: SearchEngine | None = None, index_dir: str | None = None,
         changed = await run_in_threadpool(engine.reload)
         return ReloadResponse(changed=changed, pages=engine.stats()["pages"])
 
+    base_openapi = app.openapi
+
+    def openapi() -> dict:
+        """The generated document, with the channel enum narrowed to what this index has: the schema then
+        accepts exactly the channels the server serves (others are 422)."""
+        schema = base_openapi()
+        items = schema["components"]["schemas"]["SearchRequest"]["properties"]["channels"]["anyOf"][0]["items"]
+        items["enum"] = sorted(app.state.engine.stats()["channels"]) or ["text"]
+        return schema
+
+    app.openapi = openapi
     return app
 
 

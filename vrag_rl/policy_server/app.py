@@ -44,6 +44,11 @@ from vrag_rl.policy_server.protocol import (
 
 log = logging.getLogger("vrag_rl.policy_server")
 
+# One server-sent event of a streamed completion: `data:` holds a chat.completion.chunk as JSON, or [DONE].
+SSE_EVENT_SCHEMA = {"type": "object", "required": ["data"],
+                    "properties": {"data": {"type": "string", "description": "a chat.completion.chunk JSON "
+                                                                             "object, or [DONE] at the end"},
+                                   "event": {"type": "string"}, "id": {"type": "string"}}}
 DEFAULT_MAX_BODY_BYTES = 64 * 2**20  # a conversation with a few dozen page images; one image is at most 20 MB
 
 
@@ -102,7 +107,7 @@ def create_app(backend: Backend, model_name: str, api_key: str | None = None, *,
     @app.post("/v1/chat/completions", response_model=ChatCompletionResponse,
               responses={200: {"description": "The completion; with `stream: true` an SSE stream of "
                                               "`chat.completion.chunk` events ending in `data: [DONE]`",
-                               "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                               "content": {"text/event-stream": {"schema": SSE_EVENT_SCHEMA}}},
                          **error_responses(400), **errors})
     async def chat_completions(body: ChatCompletionRequest):
         try:

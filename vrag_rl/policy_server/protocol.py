@@ -38,7 +38,18 @@ MAX_TOTAL_TEXT_CHARS = 1_000_000  # all text of a request: ~100 agent turns of p
 MAX_STOPS = 16
 MAX_STOP_CHARS = 512
 
-_DATA_URL = re.compile(r"^data:image/[a-zA-Z0-9.+-]+;base64,", re.IGNORECASE)
+# upstream VRAG sends "data:image;base64," (no subtype)
+_DATA_URL = re.compile(r"^data:image(?:/[a-zA-Z0-9.+-]+)?;base64,", re.IGNORECASE | re.ASCII)
+_WRAP = re.compile(r"[ \t\r\n]+")  # MIME-style line breaks inside base64
+# What `check_image_url` accepts, as a JSON-schema pattern (documented, not enforced by pydantic: a URL
+# that does not fit gets the clearer 400 from check_image_url). The case-insensitive prefix is spelled
+# out, since JSON-schema regexes have no flags.
+_WS = "[ \\t\\r\\n]*"
+_B64 = _WS + "[A-Za-z0-9+/]"
+DATA_URL_PATTERN = (
+    "^[dD][aA][tT][aA]:[iI][mM][aA][gG][eE](?:/[a-zA-Z0-9.+-]+)?;[bB][aA][sS][eE]64,"
+    f"(?:{_B64 * 4})*(?:{_B64 * 2}{_WS}={_WS}=|{_B64 * 3}{_WS}=)?{_WS}$"
+)
 
 
 class BadRequest(ValueError):
@@ -55,7 +66,7 @@ class TextPart(BaseModel):
 
 
 class ImageURL(BaseModel):
-    url: str = Field(..., max_length=MAX_DATA_URL_CHARS,
+    url: str = Field(..., max_length=MAX_DATA_URL_CHARS, json_schema_extra={"pattern": DATA_URL_PATTERN},
                      description="an inline `data:image/...;base64,...` URL; anything else (http, file) is "
                                  f"answered 400 and never fetched; at most {MAX_IMAGES} images per request")
     detail: str | None = None
@@ -238,7 +249,7 @@ def check_image_url(url: str) -> bytes:
     try:
         return base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError) as exc:
-        unwrapped = re.sub(r"\s+", "", payload)  # line-wrapped (MIME-style) base64 is still base64
+        unwrapped = _WRAP.sub("", payload)  # line-wrapped (MIME-style) base64 is still base64
         if unwrapped != payload:
             try:
                 return base64.b64decode(unwrapped, validate=True)
