@@ -35,7 +35,8 @@ class ErrorDetail(BaseModel):
 def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI `responses` entries for the error statuses a route can answer, so the schema is a contract."""
     described = {400: "Body that cannot be parsed, or a request understood but not servable",
-                 401: "Missing or wrong API key (only when the server was started with one)", 404: "Unknown id", 413: "Request body larger than the server's limit",
+                 401: "Missing or wrong API key (only when the server was started with one)", 404: "Unknown id",
+                 413: "Request body larger than the server's limit",
                  500: "Internal error (details only in the server log)"}
     return {code: {"model": ErrorDetail, "description": described[code]} for code in codes}
 
