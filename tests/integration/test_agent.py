@@ -32,7 +32,7 @@ def riverside_bbox(text_index):
     sx, sy = shown_w / record.width, shown_h / record.height
     x1, y1, x2, y2 = line.box
     bbox = [round(x1 * sx), round(y1 * sy), round(x2 * sx), round(y2 * sy)]
-    return bbox, (record.width, record.height), (shown_w, shown_h)
+    return bbox, (record.width, record.height), (shown_w, shown_h), line.box
 
 
 def _types(result):
@@ -40,7 +40,7 @@ def _types(result):
 
 
 def test_episode_searches_crops_and_answers(scripted_policy, text_search_server, riverside_bbox):
-    bbox, page_size, shown_size = riverside_bbox
+    bbox, page_size, shown_size, line_box = riverside_bbox
     policy = scripted_policy({"Riverside": [
         "<think>I should find the district table.</think><search>Riverside district satisfaction score</search>",
         f"<think>The table is small; zoom in.</think><bbox>{json.dumps(bbox)}</bbox>",
@@ -54,10 +54,14 @@ def test_episode_searches_crops_and_answers(scripted_policy, text_search_server,
     shown = result.events[3].shown[0]
     assert shown.page_id == PAGE and shown.shown_size == shown_size and shown.page_size == page_size
     crop = result.events[5].crop
-    sx, sy = page_size[0] / shown_size[0], page_size[1] / shown_size[1]
-    expected = (max(0, int(bbox[0] * sx - 20)), max(0, int(bbox[1] * sy - 20)),
-                min(page_size[0], -int(-(bbox[2] * sx + 20) // 1)), min(page_size[1], -int(-(bbox[3] * sy + 20) // 1)))
-    assert all(abs(a - b) <= 1 for a, b in zip(crop.page_box, expected)), (crop.page_box, expected)
+    # expected independently: the OCR'd line's own page-pixel box, 20 px padding on each side (it is far from
+    # the page edges); the bbox was rounded to whole shown pixels, which moves an edge by at most half a shown
+    # pixel, i.e. page/shown / 2 page pixels, plus one for whole-pixel cropping
+    x1, y1, x2, y2 = line_box
+    expected = (x1 - 20, y1 - 20, x2 + 20, y2 + 20)
+    assert 0 < expected[0] and 0 < expected[1] and expected[2] < page_size[0] and expected[3] < page_size[1]
+    tolerance = page_size[0] / shown_size[0] / 2 + 1
+    assert all(abs(a - b) <= tolerance for a, b in zip(crop.page_box, expected)), (crop.page_box, expected)
     assert crop.is_crop and crop.parent_image_id == shown.image_id
     # the zoomed crop really shows the region: OCR reads the line in it
     assert any("Riverside" in l.text for l in ocr_lines(crop.image))

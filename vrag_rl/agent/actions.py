@@ -25,6 +25,11 @@ _NUMBER = r"-?\d+(?:\.\d+)?"
 _BBOX_NUMBERS = re.compile(_NUMBER)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
+# What json.loads (and float() of what it returns) raises on text a model may write: bad JSON
+# (JSONDecodeError is a ValueError), an int over Python's 4300-digit limit (ValueError), nesting
+# deeper than the recursion limit (RecursionError), an int too large for a float (OverflowError).
+_JSON_FAILURES = (ValueError, RecursionError, OverflowError)
+
 MAX_QUERY_CHARS = 500
 MAX_REPLY_CHARS = 32_000
 
@@ -94,7 +99,7 @@ def parse_reply(text: str, max_queries: int = 4) -> ParsedReply:
             return _answer(blocks.open_answer, think, warnings + ["unclosed <answer>"])
         return ParsedReply("invalid", think, reason="no <search>, <bbox> or <answer> action found", warnings=warnings)
     kinds = {kind for kind, _ in actions}
-    if len(actions) > 1 and not kinds == {"answer"}:
+    if len(actions) > 1 and kinds != {"answer"}:
         return ParsedReply("invalid", think, reason=f"{len(actions)} actions in one reply; write exactly one",
                            warnings=warnings)
     kind, content = actions[0][0], actions[0][1].strip()
@@ -129,7 +134,7 @@ def parse_queries(content: str, max_queries: int) -> tuple[list[str], str]:
         try:
             loaded = json.loads(content)
             queries = [str(q) for q in loaded] if isinstance(loaded, list) else [content]
-        except json.JSONDecodeError:
+        except _JSON_FAILURES:
             queries = [content]
     elif "|" in content:
         queries = content.split("|")
@@ -156,7 +161,7 @@ def parse_bbox(content: str) -> tuple[list[float] | None, str]:
         if isinstance(loaded, list) and len(loaded) == 1 and isinstance(loaded[0], list):
             loaded = loaded[0]
         values = [float(v) for v in loaded] if isinstance(loaded, list) else None
-    except (json.JSONDecodeError, TypeError, ValueError):
+    except (*_JSON_FAILURES, TypeError):
         values = None
     if values is None:  # tolerate "(10, 20, 30, 40)" or "10 20 30 40"
         numbers = _BBOX_NUMBERS.findall(content)

@@ -1,0 +1,113 @@
+"""Fuzz the VRAG agent with a hostile OpenAI-compatible endpoint and print the crash rate.
+
+    .venv/bin/python scripts/fuzz_agent.py [--seed 0] [--mix 96] [--max-turns 3] [--json out.json]
+
+Starts, on loopback, the real search server over the generated sample corpus (MiniLM + BM25, built
+once into --workdir) and `testkit.malformed_openai`'s endpoint, then drives `vrag_rl.VRAG` through
+every public API with every malformed-response kind (`testkit.agent_fuzz.build_plan`). Prints
+episodes, kinds, HTTP requests, and the episodes whose exception escaped the public API
+("crashed") or that broke the episode rule ("violations": a silent None, too many turns or
+requests, a lost batch result), per kind.
+
+To measure code from another commit, run this script with that checkout first on the import path
+(e.g. a scratch `git worktree` holding copies of `testkit/agent_fuzz.py`, `testkit/malformed_openai.py`
+and this script); it uses only the public API that existed before the Policy refactor.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("OMP_THREAD_LIMIT", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import testkit  # noqa: F401  (torchvision shim)
+
+
+def _text_index(workdir: Path) -> Path:
+    """The sample corpus ingested with the CPU channels (as the tests' `text_index` fixture)."""
+    from search_engine.ingest import Ingestor
+    from search_engine.sample_corpus import generate_sample_corpus
+
+    index_dir = workdir / "index"
+    if (index_dir / "manifest.json").exists():
+        return index_dir
+    corpus = generate_sample_corpus(workdir / "corpus")
+    report = Ingestor(index_dir, visual_model=None, text_model="minilm", progress=False).add(corpus.files)
+    if report.failed:
+        raise SystemExit(f"ingestion failed: {report.failed}")
+    return index_dir
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mix", type=int, default=96, help="seeded random-mix cases (each API in turn)")
+    parser.add_argument("--max-turns", type=int, default=3)
+    parser.add_argument("--policy-retries", type=int, default=1)
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "vrag_fuzz_agent")
+    parser.add_argument("--json", type=Path, help="write every episode's outcome here")
+    args = parser.parse_args(argv)
+
+    from search_engine.api import create_app as search_app
+    from search_engine.engine import SearchEngine
+    from testkit.agent_fuzz import build_plan, run_case, summarise
+    from testkit.loopback import LoopbackServer
+    from testkit.malformed_openai import create_app as fuzz_app
+
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    search = LoopbackServer(search_app(engine=SearchEngine.load(_text_index(args.workdir)))).start()
+    endpoint_app = fuzz_app()
+    endpoint = LoopbackServer(endpoint_app).start()
+    state = endpoint_app.state.fuzz
+    plan = build_plan(args.seed, mix_cases=args.mix, batch_size=args.batch_size)
+    outcomes = []
+    started = time.perf_counter()
+    try:
+        for case in plan:
+            outcomes.extend(run_case(case, endpoint.url, search.url, state, max_turns=args.max_turns,
+                                     policy_retries=args.policy_retries))
+    finally:
+        endpoint.stop()
+        search.stop()
+    summary = summarise(outcomes, state, time.perf_counter() - started, api_calls=len(plan))
+    print(f"code under test: {Path(sys.modules['vrag_rl'].__file__).parents[1]}")
+    print(f"episodes {summary.episodes} in {summary.api_calls} public-API calls; kinds served {summary.kinds}; "
+          f"HTTP requests to the endpoint {summary.requests} (max per episode {summary.max_requests_per_episode}); "
+          f"{summary.elapsed_s:.1f} s")
+    print(f"crashed (exception escaped the public API): {summary.crashed_episodes} "
+          f"({summary.crashed_episodes / summary.episodes:.1%})")
+    print(f"other rule violations: {summary.violating_episodes}; "
+          f"episodes failing the rule: {summary.failure_rate:.1%}")
+    by_api: dict[str, list[int]] = {}
+    for o in outcomes:
+        counts = by_api.setdefault(o.api, [0, 0, 0])
+        counts[0] += 1
+        counts[1] += o.crash is not None
+        counts[2] += o.crash is None and bool(o.violations)
+    for api, (n, crashed, violating) in by_api.items():
+        print(f"  {api:16s} episodes {n:4d}  crashed {crashed:4d}  violations {violating:4d}")
+    for kind, n in summary.crashes_by_kind.items():
+        example = next(o.crash for o in outcomes if o.kind == kind and o.crash)
+        print(f"  crash  {kind:24s} {n:3d}  e.g. {example[:110]}")
+    for kind, n in summary.violations_by_kind.items():
+        example = next(o.violations[0] for o in outcomes if o.kind == kind and not o.crash and o.violations)
+        print(f"  broke  {kind:24s} {n:3d}  e.g. {example[:110]}")
+    if args.json:
+        args.json.write_text(json.dumps({"summary": asdict(summary), "outcomes": [asdict(o) for o in outcomes]},
+                                        indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
