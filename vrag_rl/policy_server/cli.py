@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-BACKENDS = ("transformers", "scripted", "rule-based")
+BACKENDS = ("transformers", "scripted", "rule-based", "vimrag-rule-based")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,6 +60,11 @@ def build_app(args: argparse.Namespace):
         except ValueError as exc:
             raise SystemExit(f"vrag-policy: {exc}") from None
         name = args.served_model_name or "scripted"
+    elif args.backend == "vimrag-rule-based":  # the CPU stand-in for VimRAG's tool protocol
+        from vrag_rl.policy_server.vimrag_rule_based import VimRAGRuleBasedBackend
+
+        backend = VimRAGRuleBasedBackend()
+        name = args.served_model_name or "vimrag-rule-based"
     else:
         from vrag_rl.policy_server.scripted import RuleBasedBackend
 
