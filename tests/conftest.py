@@ -121,3 +121,25 @@ def scripted_policy():
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def marker_engine(tmp_path_factory):
+    """Two drawn pages (`testkit.marker_pages`) with the MiniLM channel: seconds to build, pixels to check."""
+    from testkit.marker_pages import build_marker_engine
+
+    return build_marker_engine(tmp_path_factory.mktemp("marker"))
+
+
+@pytest.fixture(scope="session")
+def remote_search(marker_engine):
+    """The real search API over the marker pages, looking like a server on another machine (no local paths)."""
+    from search_engine.api import create_app
+    from testkit.loopback import LoopbackServer
+    from testkit.marker_pages import RemoteLooking
+
+    wrapped = RemoteLooking(create_app(engine=marker_engine))
+    server = LoopbackServer(wrapped).start()
+    server.wrapped = wrapped
+    yield server
+    server.stop()

@@ -77,12 +77,12 @@ def _assert_rule(outcomes) -> None:
 
 
 @pytest.mark.parametrize("form", ["k", "a"])
-def test_every_malformed_kind_through_the_public_apis(form, endpoint, text_search_server):
+def test_every_malformed_kind_through_the_public_apis(form, endpoint, remote_search):
     """Each kind at every turn (k) and after a successful search turn (a); the APIs taken in turn."""
     cases = build_plan(seed=11, mix_cases=0, forms=(form,))
     cases = [c for c in cases if c.kind != MODELS_MALFORMED]
     assert {c.kind for c in cases} == set(MALFORMED_KINDS) and {c.api for c in cases} == set(APIS)
-    outcomes = _run(cases, endpoint, text_search_server)
+    outcomes = _run(cases, endpoint, remote_search)
     _assert_rule(outcomes)
     assert len(outcomes) == sum(len(c.questions) for c in cases)
     by_kind = {o.kind: o for o in outcomes if o.error}
@@ -100,9 +100,9 @@ def test_every_malformed_kind_through_the_public_apis(form, endpoint, text_searc
     assert len(set(expected) & set(by_kind)) >= len(expected) - 2  # generator=True APIs report no error text
 
 
-def test_seeded_random_mixes_through_every_api(endpoint, text_search_server):
+def test_seeded_random_mixes_through_every_api(endpoint, remote_search):
     cases = [c for c in build_plan(seed=2026, mix_cases=32) if c.kind == "mix"]
-    outcomes = _run(cases, endpoint, text_search_server)
+    outcomes = _run(cases, endpoint, remote_search)
     _assert_rule(outcomes)
     statuses = {o.status for o in outcomes}
     assert {"answered", "failed"} <= statuses  # the mix really produces both ends
@@ -110,25 +110,25 @@ def test_seeded_random_mixes_through_every_api(endpoint, text_search_server):
     assert {o.api for o in outcomes} == set(APIS)
 
 
-def test_malformed_model_list_falls_back_and_answers(endpoint, text_search_server):
+def test_malformed_model_list_falls_back_and_answers(endpoint, remote_search):
     """No model name given and `/v1/models` answers garbage: the default name is used, the episode answers."""
     cases = [c for c in build_plan(seed=7, mix_cases=0) if c.kind == MODELS_MALFORMED]
     before = endpoint.state.model_requests[f"k.{MODELS_MALFORMED}"]
-    outcomes = _run(cases, endpoint, text_search_server)
+    outcomes = _run(cases, endpoint, remote_search)
     _assert_rule(outcomes)
     assert endpoint.state.model_requests[f"k.{MODELS_MALFORMED}"] - before >= len(cases)
     assert all(o.status in (None, "answered") for o in outcomes)
     assert sum(o.status == "answered" for o in outcomes) >= len(outcomes) - 1
 
 
-def test_hostile_reply_text_is_an_invalid_action_with_a_reason(endpoint, text_search_server):
+def test_hostile_reply_text_is_an_invalid_action_with_a_reason(endpoint, remote_search):
     """Replies the endpoint delivers intact but whose text is hostile: the model is told why, each turn."""
     reasons = {"answer_with_tags": "contains action tags", "nul_answer": "empty <answer>",
                "huge_search_128k": "no <search>, <bbox> or <answer>", "deep_search_json": "longer than 500",
                "deep_bbox_json": "four numbers", "huge_int_bbox": "finite", "huge_int_search": "longer than 500"}
     for kind, reason in reasons.items():
         started = time.perf_counter()
-        with VRAG(base_url=f"{endpoint.url}/fz/k.{kind}/v1", search_url=text_search_server.url, model="m",
+        with VRAG(base_url=f"{endpoint.url}/fz/k.{kind}/v1", search_url=remote_search.url, model="m",
                   max_turns=MAX_TURNS, max_invalid_actions=1) as agent:
             result = agent.run(f"[fuzz text-{kind}] q")
         elapsed = time.perf_counter() - started
@@ -139,9 +139,9 @@ def test_hostile_reply_text_is_an_invalid_action_with_a_reason(endpoint, text_se
         assert elapsed < 5, (kind, elapsed)  # 128 KB took 12.6 s per reply with the quadratic parser
 
 
-def test_lone_surrogate_reply_does_not_break_the_next_request(endpoint, text_search_server):
+def test_lone_surrogate_reply_does_not_break_the_next_request(endpoint, remote_search):
     tag = "[fuzz surrogate]"
-    result = VRAG(base_url=endpoint.url + "/fz/k.lone_surrogate/v1", search_url=text_search_server.url,
+    result = VRAG(base_url=endpoint.url + "/fz/k.lone_surrogate/v1", search_url=remote_search.url,
                   model="m", max_turns=2).run(f"{tag} q")
     assert endpoint.state.episode_requests("k.lone_surrogate", tag) == 3  # every later request was encoded
     assert result.turns == 3 and result.status == "failed"
@@ -149,17 +149,17 @@ def test_lone_surrogate_reply_does_not_break_the_next_request(endpoint, text_sea
     assert "\ud800" not in result.turn_records[0].reply and "\ufffd" not in result.turn_records[0].reply
 
 
-def test_redirect_loop_costs_one_request_per_turn(endpoint, text_search_server):
+def test_redirect_loop_costs_one_request_per_turn(endpoint, remote_search):
     tag = "[fuzz redirect]"
-    result = VRAG(base_url=endpoint.url + "/fz/k.redirect_loop/v1", search_url=text_search_server.url,
+    result = VRAG(base_url=endpoint.url + "/fz/k.redirect_loop/v1", search_url=remote_search.url,
                   model="m", policy_retries=3).run(f"{tag} q")
     assert result.status == "failed" and "307" in result.error
     assert endpoint.state.episode_requests("k.redirect_loop", tag) == 1  # was 85 with redirects followed
 
 
-def test_batches_keep_every_result_and_generator_false_raises(endpoint, text_search_server):
+def test_batches_keep_every_result_and_generator_false_raises(endpoint, remote_search):
     questions = ["[fuzz batch-0] q", "", "[fuzz batch-2] q", "   "]
-    agent = VRAG(base_url=endpoint.url + "/fz/a.json_null/v1", search_url=text_search_server.url, model="m")
+    agent = VRAG(base_url=endpoint.url + "/fz/a.json_null/v1", search_url=remote_search.url, model="m")
     try:
         results = agent.run_batch(questions, concurrency=2)
         again = asyncio.run(agent.arun_batch(questions, concurrency=2))
@@ -169,7 +169,7 @@ def test_batches_keep_every_result_and_generator_false_raises(endpoint, text_sea
         assert [r.status for r in batch] == ["failed"] * 4
         assert "JSON NoneType" in batch[0].error and "empty" in batch[1].error
         assert [r.question for r in batch] == questions
-    upstream = VRAG(base_url=endpoint.url + "/fz/k.html/v1", search_url=text_search_server.url, model="m",
+    upstream = VRAG(base_url=endpoint.url + "/fz/k.html/v1", search_url=remote_search.url, model="m",
                     generator=False)
     with upstream, pytest.raises(EpisodeFailedError) as caught:
         upstream.run("[fuzz genfalse] q")

@@ -1,106 +1,29 @@
 """What an episode records and shows, checked against pixels of drawn markers and hand-written expectations.
 
-A two-page index is ingested from drawn pages: on the 1000x800 "zebra" page a red square fills
+A two-page index of drawn pages (`testkit.marker_pages`, fixture `marker_engine`): on the 1000x800 "zebra" page a red square fills
 page pixels (600..699, 500..599) and a blue one the bottom-right corner (900..999, 700..799).
 The model is shown that page at 700x560 (Qwen2.5-VL's resize rule: 812x1008 is over 512·28²
 pixels, so it scales by sqrt(800000/401408) and floors to multiples of 28), i.e. 0.7 shown pixel
 per page pixel, so the red square is at (420..490, 350..420) in the shown frame.
 
-The real search server serves it, wrapped so that it looks like a server on another machine
+The real search server serves it, wrapped (`RemoteLooking`) so that it looks like a server on another machine
 (image paths that do not exist here): the agent must fetch page images over HTTP.
 """
 from __future__ import annotations
 
-import json
-from collections import Counter
-
 import numpy as np
 import pytest
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image
 
 from search_engine.api import create_app as search_app
-from search_engine.engine import SearchEngine
-from search_engine.ingest import Ingestor
 from testkit.loopback import LoopbackServer
 from testkit.malformed_openai import create_app as fuzz_app
+from testkit.marker_pages import MARKER_PAGE as PAGE
+from testkit.marker_pages import RED, RemoteLooking
 from vrag_rl import VRAG
 from vrag_rl.agent.step_graph import ROOT_ID, StepNode
 
-PAGE = "zebra_1"
 SHOWN = (700, 560)
-RED = (600, 500, 700, 600)  # page pixels, end-exclusive
-BLUE = (900, 700, 1000, 800)
-
-
-class RemoteLooking:
-    """ASGI wrapper: rewrites `image_path` in /search answers to paths absent here; counts page-image GETs."""
-
-    def __init__(self, app):
-        self.app = app
-        self.page_fetches: Counter = Counter()
-        self.search_requests = 0
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        if scope["path"].startswith("/pages/"):
-            self.page_fetches[scope["path"]] += 1
-        if scope["path"] != "/search":
-            return await self.app(scope, receive, send)
-        self.search_requests += 1
-        start: dict = {}
-        chunks: list[bytes] = []
-
-        async def rewrite(message):
-            if message["type"] == "http.response.start":
-                start.update(message)
-                return
-            chunks.append(message.get("body", b""))
-            if message.get("more_body"):
-                return
-            body = b"".join(chunks)
-            if start["status"] == 200:
-                payload = json.loads(body)
-                for hits in payload["results"]:
-                    for hit in hits:
-                        hit["image_path"] = f"/srv/another-machine/{hit['page_id']}.jpg"
-                body = json.dumps(payload).encode()
-            headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
-            await send({**start, "headers": headers + [(b"content-length", str(len(body)).encode())]})
-            await send({"type": "http.response.body", "body": body})
-
-        await self.app(scope, receive, rewrite)
-
-
-def _page(text: str, squares: bool) -> Image.Image:
-    image = Image.new("RGB", (1000, 800), "white")
-    draw = ImageDraw.Draw(image)
-    draw.text((60, 60), text, fill="black", font=ImageFont.load_default(size=48))
-    if squares:
-        draw.rectangle((RED[0], RED[1], RED[2] - 1, RED[3] - 1), fill=(255, 0, 0))
-        draw.rectangle((BLUE[0], BLUE[1], BLUE[2] - 1, BLUE[3] - 1), fill=(0, 0, 255))
-    return image
-
-
-@pytest.fixture(scope="module")
-def marker_engine(tmp_path_factory, text_index):
-    embedder = SearchEngine.load(text_index).embedders["text"]  # MiniLM, loaded once
-    folder = tmp_path_factory.mktemp("marker")
-    _page("ZEBRA MARKER PAGE", True).save(folder / "zebra.png")
-    _page("GIRAFFE OTHER PAGE", False).save(folder / "giraffe.png")
-    report = Ingestor(folder / "index", visual_model=None, text_model="minilm", text_embedder=embedder,
-                      progress=False).add([folder / "zebra.png", folder / "giraffe.png"])
-    assert not report.failed, report.failed
-    return SearchEngine.load(folder / "index", text_embedder=embedder)
-
-
-@pytest.fixture(scope="module")
-def remote_search(marker_engine):
-    wrapped = RemoteLooking(search_app(engine=marker_engine))
-    server = LoopbackServer(wrapped).start()
-    server.wrapped = wrapped
-    yield server
-    server.stop()
 
 
 @pytest.fixture(scope="module")
