@@ -1,0 +1,231 @@
+#!/usr/bin/env bash
+# Shared body of scripts/train_*.sh: checks, Ray cluster (single node / head / join), search server,
+# and verl's trainer launched with our Hydra config. Sourced by the train_*.sh scripts, which set
+# VRAG_CONFIG_DEFAULT, MODEL_PATH_DEFAULT and N_GPUS_DEFAULT, then call `vrag_train_main "$@"`.
+#
+# Every path, port and size is an environment variable with a default (see `--help`). Anything of
+# the form key=value on the command line is passed to Hydra as an override of the config.
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+_vrag_defaults() {
+  CONFIG="${VRAG_CONFIG:-$VRAG_CONFIG_DEFAULT}"
+  MODEL_PATH="${MODEL_PATH:-$MODEL_PATH_DEFAULT}"
+  TRAIN_FILE="${TRAIN_FILE:-$REPO_ROOT/data/rl/train.parquet}"
+  VAL_FILE="${VAL_FILE:-$REPO_ROOT/data/rl/val.parquet}"
+  NNODES="${NNODES:-1}"
+  N_GPUS="${N_GPUS:-$N_GPUS_DEFAULT}"                 # GPUs per node
+  SEARCH_PORT="${SEARCH_PORT:-8002}"
+  SEARCH_BIND="${SEARCH_BIND:-127.0.0.1}"              # 0.0.0.0 when other nodes must reach it
+  VRAG_SEARCH_URL="${VRAG_SEARCH_URL:-http://127.0.0.1:$SEARCH_PORT}"
+  VRAG_INDEX="${VRAG_INDEX:-}"                         # set: start `vrag-search serve` on this index
+  SEARCH_DEVICE="${SEARCH_DEVICE:-cpu}"                # the GPUs belong to the trainer by default
+  SEARCH_WAIT_S="${SEARCH_WAIT_S:-300}"
+  VRAG_JUDGE_URL="${VRAG_JUDGE_URL:-}"                 # OpenAI-compatible judge; empty: rule-based outcome
+  VRAG_JUDGE_MODEL="${VRAG_JUDGE_MODEL:-qwen-max-latest}"
+  CKPT_DIR="${CKPT_DIR:-$REPO_ROOT/checkpoints/vrag/$CONFIG}"
+  RESUME_MODE="${RESUME_MODE:-auto}"                   # auto | disable | resume_path (with RESUME_FROM)
+  RESUME_FROM="${RESUME_FROM:-}"
+  TRAINER_LOGGER="${TRAINER_LOGGER:-console}"          # e.g. console,wandb
+  RAY_PORT="${RAY_PORT:-6379}"
+  RAY_HEAD="${RAY_HEAD:-0}"
+  RAY_WAIT_S="${RAY_WAIT_S:-600}"
+  PYTHON="${PYTHON:-}"
+  if [[ -z "$PYTHON" ]]; then
+    if [[ -x "$REPO_ROOT/.venv/bin/python" ]]; then PYTHON="$REPO_ROOT/.venv/bin/python"; else PYTHON=python3; fi
+  fi
+}
+
+_vrag_usage() {
+  cat <<EOF
+usage: $(basename "$0") [--dry-run] [--head | --join HEAD_IP:PORT] [hydra.key=value ...]
+
+Trains with verl's trainer and configs/verl/$VRAG_CONFIG_DEFAULT.yaml.
+  --dry-run        print the checks, the command and the composed config; start nothing
+  --head           start a Ray head on this node (multi-node: NNODES>1 implies it), then train
+  --join ADDR      join the Ray cluster at ADDR as a worker node and block (run this on the other nodes)
+  key=value        a Hydra override, e.g. trainer.total_epochs=2 data.train_batch_size=64
+
+Environment (default):
+  MODEL_PATH ($MODEL_PATH_DEFAULT)     TRAIN_FILE (data/rl/train.parquet)  VAL_FILE (data/rl/val.parquet)
+  NNODES (1)  N_GPUS per node ($N_GPUS_DEFAULT)  CKPT_DIR (checkpoints/vrag/<config>)
+  RESUME_MODE (auto | disable | resume_path + RESUME_FROM)  TRAINER_LOGGER (console)
+  VRAG_SEARCH_URL (http://127.0.0.1:\$SEARCH_PORT)  SEARCH_PORT (8002)  VRAG_INDEX (unset: use a running server)
+  SEARCH_BIND (127.0.0.1)  SEARCH_DEVICE (cpu)  SEARCH_WAIT_S (300)
+  VRAG_JUDGE_URL (unset: rule-based outcome)  VRAG_JUDGE_MODEL (qwen-max-latest)  VRAG_JUDGE_API_KEY
+  RAY_ADDRESS (join an existing cluster)  RAY_PORT (6379)  RAY_WAIT_S (600)  PYTHON (.venv/bin/python)
+EOF
+}
+
+_vrag_command() {
+  CMD=("$PYTHON" -m verl.trainer.main_ppo "--config-path=$REPO_ROOT/configs/verl" "--config-name=$CONFIG"
+    "actor_rollout_ref.model.path=$MODEL_PATH"
+    "data.train_files=$TRAIN_FILE" "data.val_files=$VAL_FILE"
+    "trainer.nnodes=$NNODES" "trainer.n_gpus_per_node=$N_GPUS"
+    "trainer.default_local_dir=$CKPT_DIR" "trainer.resume_mode=$RESUME_MODE"
+    "trainer.logger=[$TRAINER_LOGGER]"
+    "vrag.search.url=$VRAG_SEARCH_URL"
+    "reward.custom_reward_function.path=$REPO_ROOT/vrag_rl/verl_plugins/reward.py")
+  if [[ -n "$VRAG_JUDGE_URL" ]]; then
+    CMD+=("vrag.judge.base_url=$VRAG_JUDGE_URL" "vrag.judge.model=$VRAG_JUDGE_MODEL")
+  fi
+  if [[ -n "$RESUME_FROM" ]]; then CMD+=("trainer.resume_from_path=$RESUME_FROM"); fi
+  CMD+=("${OVERRIDES[@]}")
+}
+
+_search_healthy() {
+  "$PYTHON" - "$VRAG_SEARCH_URL" <<'EOF' >/dev/null 2>&1
+import sys, httpx
+sys.exit(0 if httpx.get(sys.argv[1].rstrip("/") + "/health", timeout=5).status_code == 200 else 1)
+EOF
+}
+
+# Every check runs and every failure is listed; returns the number of failures.
+_vrag_checks() {
+  local mode="$1" failures=0 msg
+  _fail() { echo "[check] FAIL: $1" >&2; failures=$((failures + 1)); }
+  _ok() { echo "[check] ok: $1"; }
+  local needed="verl vrag_rl hydra ray" missing
+  [[ "$mode" == run ]] && needed="$needed vllm transfer_queue"
+  missing=$("$PYTHON" -c 'import importlib.util as u, sys; print(" ".join(m for m in sys.argv[1:] if u.find_spec(m) is None))' $needed 2>&1) \
+    || missing="(python '$PYTHON' does not run: $missing)"
+  if [[ -z "$missing" ]]; then _ok "python environment ($PYTHON)"; else
+    _fail "python '$PYTHON' lacks: $missing (install the project; on GPU nodes also \"verl[vllm]==0.9.1\", which brings vLLM and TransferQueue for verl's rollout and v1 trainer)"
+  fi
+  for f in "$TRAIN_FILE" "$VAL_FILE"; do
+    if msg=$("$PYTHON" -m vrag_rl.data check "$f" 2>&1); then _ok "$msg"; else
+      _fail "dataset $f: ${msg#error: } (build it with: python -m vrag_rl.data convert QA.json --out $f)"; fi
+  done
+  if [[ -d "$MODEL_PATH" ]]; then
+    if [[ -f "$MODEL_PATH/config.json" ]]; then _ok "model $MODEL_PATH"; else
+      _fail "model directory $MODEL_PATH has no config.json (not a Hugging Face model directory)"; fi
+  elif [[ "$MODEL_PATH" == /* || "$MODEL_PATH" == .* ]]; then
+    _fail "model $MODEL_PATH does not exist"
+  elif "$PYTHON" -c "import sys; from huggingface_hub import try_to_load_from_cache as f; sys.exit(0 if isinstance(f(sys.argv[1], 'config.json'), str) else 1)" "$MODEL_PATH" 2>/dev/null; then
+    _ok "model $MODEL_PATH (in the Hugging Face cache)"
+  elif [[ "${HF_HUB_OFFLINE:-0}" == 1 ]]; then
+    _fail "model $MODEL_PATH is not in the Hugging Face cache and HF_HUB_OFFLINE=1 (download it or set MODEL_PATH to a local directory)"
+  else
+    _ok "model $MODEL_PATH (not cached: every node will download it from the Hub)"
+  fi
+  if [[ -n "$VRAG_INDEX" ]]; then
+    if [[ -f "$VRAG_INDEX/manifest.json" ]]; then _ok "search index $VRAG_INDEX (the server will be started)"; else
+      _fail "VRAG_INDEX=$VRAG_INDEX is not a search index (no manifest.json; build one with vrag-search ingest)"; fi
+  elif _search_healthy; then
+    _ok "search server $VRAG_SEARCH_URL"
+  else
+    _fail "no search server answers at $VRAG_SEARCH_URL/health (start one with: vrag-search serve --index INDEX --port $SEARCH_PORT, or set VRAG_INDEX to have this script start it)"
+  fi
+  if [[ -n "$VRAG_JUDGE_URL" && -z "${VRAG_JUDGE_API_KEY:-}" ]]; then
+    echo "[check] note: VRAG_JUDGE_URL is set but VRAG_JUDGE_API_KEY is empty (fine for a local judge without a key)"
+  fi
+  local gpus=0
+  if command -v nvidia-smi >/dev/null 2>&1; then gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true); fi
+  if (( gpus >= N_GPUS )); then _ok "$gpus GPU(s) on this node (N_GPUS=$N_GPUS)"; else
+    _fail "this node has $gpus NVIDIA GPU(s) but N_GPUS=$N_GPUS (verl's trainer needs CUDA GPUs; nvidia-smi -L lists them)"; fi
+  return "$failures"
+}
+
+_start_search() {
+  [[ -n "$VRAG_INDEX" ]] || return 0
+  if _search_healthy; then echo "[search] a server already answers at $VRAG_SEARCH_URL"; return 0; fi
+  local log="$CKPT_DIR/search_server.log"
+  mkdir -p "$CKPT_DIR"
+  echo "[search] starting vrag-search serve on $SEARCH_BIND:$SEARCH_PORT (log: $log)"
+  "$PYTHON" -m search_engine.cli serve --index "$VRAG_INDEX" --host "$SEARCH_BIND" --port "$SEARCH_PORT" \
+    --device "$SEARCH_DEVICE" >"$log" 2>&1 &
+  SEARCH_PID=$!
+  local waited=0
+  until _search_healthy; do
+    if ! kill -0 "$SEARCH_PID" 2>/dev/null; then
+      echo "[search] the server exited during start-up; last lines of $log:" >&2; tail -20 "$log" >&2; return 1
+    fi
+    if (( waited >= SEARCH_WAIT_S )); then echo "[search] not healthy after ${SEARCH_WAIT_S}s ($log)" >&2; return 1; fi
+    sleep 2; waited=$((waited + 2))
+  done
+  echo "[search] healthy at $VRAG_SEARCH_URL"
+}
+
+_cleanup() {
+  if [[ -n "${SEARCH_PID:-}" ]] && kill -0 "$SEARCH_PID" 2>/dev/null; then kill "$SEARCH_PID"; wait "$SEARCH_PID" 2>/dev/null || true; fi
+  if [[ "${STARTED_RAY_HEAD:-0}" == 1 ]]; then ray stop >/dev/null 2>&1 || true; fi
+}
+
+_ray_head() {
+  local head_cmd=(ray start --head "--port=$RAY_PORT" "--num-gpus=$N_GPUS" --dashboard-host=0.0.0.0)
+  if [[ "$DRY_RUN" == 1 ]]; then echo "[ray] would run: ${head_cmd[*]}; then wait for $NNODES node(s) x $N_GPUS GPU(s)"; return 0; fi
+  "${head_cmd[@]}"
+  STARTED_RAY_HEAD=1
+  export RAY_ADDRESS="127.0.0.1:$RAY_PORT"
+  echo "[ray] head started; on each other node run: $(basename "$0") --join $(hostname -I 2>/dev/null | awk '{print $1}'):$RAY_PORT"
+  "$PYTHON" - "$NNODES" "$N_GPUS" "$RAY_WAIT_S" <<'EOF'
+import sys, time, ray
+nodes, gpus, wait = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+ray.init(address="auto", logging_level="ERROR")
+deadline = time.time() + wait
+while True:
+    alive = [n for n in ray.nodes() if n["Alive"] and n["Resources"].get("GPU", 0) >= gpus]
+    if len(alive) >= nodes:
+        print(f"[ray] {len(alive)} node(s) with {gpus} GPU(s) joined"); break
+    if time.time() > deadline:
+        sys.exit(f"[ray] only {len(alive)} of {nodes} node(s) joined within {wait:.0f}s")
+    time.sleep(5)
+EOF
+}
+
+vrag_train_main() {
+  _vrag_defaults
+  DRY_RUN=0
+  local join=""
+  OVERRIDES=()
+  while (($#)); do
+    case "$1" in
+      --dry-run) DRY_RUN=1 ;;
+      --head) RAY_HEAD=1 ;;
+      --join) [[ $# -ge 2 ]] || { echo "--join needs HEAD_IP:PORT" >&2; return 2; }; join="$2"; shift ;;
+      -h|--help) _vrag_usage; return 0 ;;
+      *=*) OVERRIDES+=("$1") ;;
+      *) echo "unknown argument: $1 (Hydra overrides look like key=value)" >&2; _vrag_usage >&2; return 2 ;;
+    esac
+    shift
+  done
+  cd "$REPO_ROOT"
+
+  if [[ -n "$join" ]]; then
+    local join_cmd=(ray start "--address=$join" "--num-gpus=$N_GPUS" --block)
+    if [[ "$DRY_RUN" == 1 ]]; then echo "[ray] would run: ${join_cmd[*]}"; return 0; fi
+    command -v nvidia-smi >/dev/null 2>&1 || { echo "[check] FAIL: no NVIDIA GPU on this node (nvidia-smi missing)" >&2; return 1; }
+    exec "${join_cmd[@]}"
+  fi
+
+  _vrag_command
+  local failures=0
+  if [[ "$DRY_RUN" == 1 ]]; then
+    _vrag_checks dry-run || failures=$?
+    (( failures == 0 )) || echo "[dry-run] $failures check(s) would stop a real run"
+  else
+    _vrag_checks run || failures=$?
+    if (( failures > 0 )); then echo "[train] $failures check(s) failed: nothing was started" >&2; return 1; fi
+  fi
+
+  trap _cleanup EXIT
+  if (( NNODES > 1 )) || [[ "$RAY_HEAD" == 1 ]]; then
+    _ray_head
+  elif [[ -n "${RAY_ADDRESS:-}" ]]; then
+    echo "[ray] using the cluster at RAY_ADDRESS=$RAY_ADDRESS"
+  else
+    echo "[ray] single node: verl starts a local Ray instance"
+  fi
+
+  printf '[train] command:'; printf ' %q' "${CMD[@]}"; echo
+  if [[ "$DRY_RUN" == 1 ]]; then
+    echo "[dry-run] composed config:"
+    "${CMD[@]}" --cfg job --resolve
+    return $?
+  fi
+  _start_search
+  mkdir -p "$CKPT_DIR"
+  export VRAG_JUDGE_API_KEY="${VRAG_JUDGE_API_KEY:-}"
+  "${CMD[@]}"
+}

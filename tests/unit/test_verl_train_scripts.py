@@ -1,0 +1,124 @@
+"""The cluster scripts: `--dry-run` composes the real verl command and config; a real run on a machine
+without what it needs stops before starting anything and lists every missing piece."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vrag_rl.data import convert_records, write_parquet
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = {  # script -> (config, default model, GPUs per node)
+    "train_grpo_qwen2_5_vl_7b.sh": ("grpo_qwen2_5_vl_7b", "Qwen/Qwen2.5-VL-7B-Instruct", 8),
+    "train_ggpo_qwen2_5_vl_7b.sh": ("ggpo_qwen2_5_vl_7b", "Qwen/Qwen2.5-VL-7B-Instruct", 8),
+    "train_grpo_qwen3_vl_8b.sh": ("grpo_qwen3_vl_8b", "Qwen/Qwen3-VL-8B-Instruct", 8),
+    "train_ggpo_qwen3_vl_8b.sh": ("ggpo_qwen3_vl_8b", "Qwen/Qwen3-VL-8B-Instruct", 8),
+    "train_grpo_qwen2_5_vl_3b_lora.sh": ("grpo_qwen2_5_vl_3b_lora_24gb", "Qwen/Qwen2.5-VL-3B-Instruct", 1),
+}
+RECORDS = [{"uid": "0", "query": "What was the revenue?", "reference_answer": "$341 million",
+            "meta_info": {"file_name": "acme_annual_report_2023.pdf", "reference_page": [2]}}]
+
+
+def test_every_train_script_is_covered():
+    assert sorted(p.name for p in (REPO / "scripts").glob("train_*.sh") if p.name != "train_common.sh") == \
+        sorted(SCRIPTS)
+
+
+@pytest.fixture()
+def env(tmp_path) -> dict[str, str]:
+    rows, _ = convert_records(RECORDS, "sample")
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    return {**os.environ, "TRAIN_FILE": str(write_parquet(rows, tmp_path / "train.parquet")),
+            "VAL_FILE": str(write_parquet(rows, tmp_path / "val.parquet")), "MODEL_PATH": str(model),
+            "VRAG_SEARCH_URL": "http://10.1.2.3:8002", "CKPT_DIR": str(tmp_path / "ckpt"),
+            "PYTHON": str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv").exists() else "python3"}
+
+
+def _run(script: str, args: list[str], env: dict[str, str], timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(REPO / "scripts" / script), *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO)
+
+
+def _composed_config(stdout: str) -> dict:
+    text = stdout.split("[dry-run] composed config:\n", 1)[1]
+    return yaml.safe_load("\n".join(line for line in text.splitlines() if not line.startswith("WARNING:")))
+
+
+@pytest.mark.slow
+def test_dry_run_prints_the_command_and_the_config_verl_would_run(env):
+    """All five scripts at once (each composes the config through verl's own entry point, ~10 s of imports)."""
+    procs = {}
+    for script in sorted(SCRIPTS):
+        run_env = {**env, "NNODES": "2"} if script == "train_ggpo_qwen3_vl_8b.sh" else env
+        procs[script] = subprocess.Popen(["bash", str(REPO / "scripts" / script), "--dry-run", "trainer.total_epochs=3"],
+                                         env=run_env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         text=True)
+    for script, proc in procs.items():
+        out, err = proc.communicate(timeout=400)
+        assert proc.returncode == 0, f"{script}: {err[-3000:]}"
+        _check_dry_run(script, out, env)
+
+
+def _check_dry_run(script: str, out: str, env: dict[str, str]) -> None:
+    config_name, _model, gpus = SCRIPTS[script]
+    multi_node = script == "train_ggpo_qwen3_vl_8b.sh"
+    command = next(line for line in out.splitlines() if line.startswith("[train] command:"))
+    assert "-m verl.trainer.main_ppo" in command and f"--config-name={config_name}" in command
+    assert f"actor_rollout_ref.model.path={env['MODEL_PATH']}" in command and "trainer.total_epochs=3" in command
+    cfg = _composed_config(out)
+    assert cfg["actor_rollout_ref"]["model"]["path"] == env["MODEL_PATH"]
+    assert cfg["data"]["train_files"] == env["TRAIN_FILE"] and cfg["data"]["val_files"] == env["VAL_FILE"]
+    assert cfg["vrag"]["search"]["url"] == "http://10.1.2.3:8002"
+    assert cfg["trainer"]["n_gpus_per_node"] == gpus and cfg["trainer"]["total_epochs"] == 3
+    assert cfg["trainer"]["experiment_name"] == config_name and cfg["trainer"]["default_local_dir"] == env["CKPT_DIR"]
+    assert cfg["algorithm"]["adv_estimator"] == config_name.split("_")[0]
+    assert cfg["actor_rollout_ref"]["rollout"]["agent"]["default_agent_loop"] == "vrag_agent"
+    assert cfg["reward"]["custom_reward_function"]["path"] == str(REPO / "vrag_rl" / "verl_plugins" / "reward.py")
+    assert out.count("rows OK") == 2, script  # both parquet files were checked
+    if multi_node:
+        assert cfg["trainer"]["nnodes"] == 2
+        assert "[ray] would run: ray start --head --port=6379 --num-gpus=8" in out
+    else:
+        assert "[ray] single node" in out, script
+
+
+def test_real_run_stops_before_starting_anything_and_lists_every_missing_piece(tmp_path):
+    env = {**os.environ, "TRAIN_FILE": str(tmp_path / "none.parquet"), "VAL_FILE": str(tmp_path / "none2.parquet"),
+           "MODEL_PATH": str(tmp_path / "no-model"), "VRAG_SEARCH_URL": "http://127.0.0.1:9", "CKPT_DIR":
+           str(tmp_path / "ckpt"), "PATH": os.environ["PATH"]}
+    proc = _run("train_grpo_qwen2_5_vl_7b.sh", [], env, timeout=120)
+    assert proc.returncode == 1
+    err = proc.stderr
+    assert "dataset not found" in err and str(tmp_path / "none2.parquet") in err
+    assert f"model {tmp_path / 'no-model'} does not exist" in err
+    assert "no search server answers at http://127.0.0.1:9/health" in err
+    assert "NVIDIA GPU(s) but N_GPUS=8" in err or "lacks" in err
+    assert "nothing was started" in err and not (tmp_path / "ckpt").exists()
+
+
+def test_checks_accept_what_exists_and_flag_only_the_rest(env, tmp_path):
+    index = tmp_path / "index"
+    index.mkdir()
+    (index / "manifest.json").write_text("{}")
+    proc = _run("train_grpo_qwen2_5_vl_3b_lora.sh", [], {**env, "VRAG_INDEX": str(index)}, timeout=120)
+    assert proc.returncode == 1
+    assert "1 rows OK" in proc.stdout and f"ok: model {env['MODEL_PATH']}" in proc.stdout
+    assert f"ok: search index {index}" in proc.stdout
+    failures = [line for line in proc.stderr.splitlines() if line.startswith("[check] FAIL")]
+    assert all("GPU" in line or "vllm" in line for line in failures) and failures
+
+
+def test_bad_arguments_and_join(env):
+    proc = _run("train_grpo_qwen2_5_vl_7b.sh", ["--bogus"], env, timeout=60)
+    assert proc.returncode == 2 and "unknown argument: --bogus" in proc.stderr and "usage:" in proc.stderr
+    proc = _run("train_grpo_qwen2_5_vl_7b.sh", ["--dry-run", "--join", "10.0.0.1:6379"], env, timeout=60)
+    assert proc.returncode == 0 and "[ray] would run: ray start --address=10.0.0.1:6379 --num-gpus=8 --block" in \
+        proc.stdout
+    proc = _run("train_grpo_qwen2_5_vl_7b.sh", ["--help"], env, timeout=60)
+    assert proc.returncode == 0 and "VRAG_SEARCH_URL" in proc.stdout and "RESUME_MODE" in proc.stdout
