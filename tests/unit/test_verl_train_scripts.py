@@ -41,7 +41,7 @@ def env(tmp_path) -> dict[str, str]:
 
 
 def _run(script: str, args: list[str], env: dict[str, str], timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(REPO / "scripts" / script), *args], env=env, capture_output=True, text=True,
+    return subprocess.run(["bash", str(REPO / "scripts" / script), *args], env=env, capture_output=True, text=True, check=False,
                           timeout=timeout, cwd=REPO)
 
 
