@@ -118,7 +118,8 @@ def create_app(engine: SearchEngine | None = None, index_dir: str | None = None,
             metadata["source_path"] = shown(str(metadata["source_path"]))
         return Hit(rank=hit.rank, page_id=hit.page_id, doc_id=hit.doc_id, page_number=hit.page_number,
                    score=hit.score, image_url=f"/pages/{hit.page_id}/image",
-                   image_path=hit.image_path if expose_paths else "", metadata=metadata)
+                   image_path=hit.image_path if expose_paths else "", metadata=metadata,
+                   **Hit.item_fields(metadata))
 
     async def run_search(engine: SearchEngine, queries: list[str], top_k: int, doc_ids: list[str] | None,
                          channels: list[str] | None = None):

@@ -62,6 +62,17 @@ class Hit(BaseModel):
     image_url: str
     image_path: str
     metadata: dict[str, Any]
+    kind: Literal["page", "video_segment"] = Field("page", description="a document page, or a segment of a "
+                                                   "video (its frames and their times are in metadata)")
+    start_s: float | None = Field(None, description="video segments: start, in seconds of the video")
+    end_s: float | None = Field(None, description="video segments: end, in seconds of the video")
+
+    @staticmethod
+    def item_fields(metadata: dict[str, Any]) -> dict[str, Any]:
+        """`kind`, `start_s`, `end_s` of a hit from its record's metadata (set by video ingestion)."""
+        if metadata.get("kind") != "video_segment":
+            return {}
+        return {"kind": "video_segment", "start_s": metadata.get("start_s"), "end_s": metadata.get("end_s")}
 
 
 class SearchResponse(BaseModel):

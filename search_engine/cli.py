@@ -22,7 +22,7 @@ def _model_option(value: Optional[str]) -> Optional[str]:
 
 @app.command()
 def ingest(
-    inputs: Annotated[list[Path], typer.Argument(help="PDF files, image files, or folders of them")],
+    inputs: Annotated[list[Path], typer.Argument(help="PDF, image or video files, or folders of them")],
     index: Index,
     visual_model: Annotated[Optional[str], typer.Option(
         help="ColQwen2/ColPali/GVE/Qwen3-VL-Embedding name or path, 'none' for no visual channel "
@@ -32,6 +32,9 @@ def ingest(
     device: str = "auto",
     dpi: Annotated[int, typer.Option(min=36, max=600)] = 144,
     ocr: Annotated[bool, typer.Option(help="OCR pages without a text layer")] = True,
+    segment_seconds: Annotated[float, typer.Option(min=0.5, help="videos: seconds per retrieved segment")] = 10.0,
+    video_fps: Annotated[float, typer.Option(min=0.01, max=30.0, help="videos: frames sampled per second")] = 1.0,
+    video_max_frames: Annotated[int, typer.Option(min=1, max=64, help="videos: frame cap per segment")] = 8,
     batch_size: Annotated[int, typer.Option(min=1)] = 4,
     quiet: bool = False,
 ) -> None:
@@ -40,6 +43,9 @@ def ingest(
 
     ingestor = Ingestor(index, visual_model=_model_option(visual_model), text_model=_model_option(text_model),
                         device=device, dpi=dpi, ocr=ocr, progress=not quiet, embed_batch_size=batch_size)
+    from search_engine.video import VideoOptions
+
+    ingestor.video = VideoOptions(segment_s=segment_seconds, fps=video_fps, max_frames=video_max_frames, ocr=ocr)
     try:
         report = ingestor.add(inputs)
     except (FileNotFoundError, ValueError, RuntimeError) as exc:

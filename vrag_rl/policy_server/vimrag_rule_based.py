@@ -65,27 +65,30 @@ def entity_terms(question: str) -> set[str]:
     return {t for w in words if w[:1].isupper() or any(c.isdigit() for c in w) for t in content_terms(w)}
 
 
-def best_line(lines: Sequence[OcrLine], terms: Sequence[str],
-              entities: set[str] = frozenset()) -> tuple[OcrLine | None, float]:
-    """The line that best matches the question, and its score.
+def best_line(lines: Sequence[OcrLine], terms: Sequence[str], entities: set[str] = frozenset(),
+              pool: Sequence[OcrLine] | None = None) -> tuple[OcrLine | None, tuple]:
+    """The line that best matches the question, and its ranking key (compare keys across images).
 
-    Terms are weighted by how rare they are among the image's lines (a word in every line, like a
-    table's subject, says little; a row label says a lot), entity terms three times; ties go to a
-    line that says more than the question, then to one with a number, then to the higher line.
+    Terms are weighted by how rare they are among the lines of `pool` (every image being compared;
+    default: these lines) — a word in every line, like a table's subject, says little, a row label
+    says a lot — and entity terms three times; ties go to a line that says more than the question,
+    then to one with a number, then to the higher line.
     """
     wanted = set(terms)
-    line_terms = [set(content_terms(line.text)) for line in lines]
-    df = {t: sum(1 for lt in line_terms if t in lt) for t in wanted}
+    pool_terms = [set(content_terms(line.text)) for line in (lines if pool is None else pool)]
+    df = {t: sum(1 for lt in pool_terms if t in lt) for t in wanted}
     best, best_key = None, None
-    for line, have in zip(lines, line_terms):
+    for line in lines:
+        have = set(content_terms(line.text))
         overlap = wanted & have
         if not overlap:
             continue
-        score = sum((math.log((1 + len(lines)) / (1 + df[t])) + 1) * (3 if t in entities else 1) for t in overlap)
+        score = sum((math.log((1 + len(pool_terms)) / (1 + df[t])) + 1) * (3 if t in entities else 1)
+                    for t in overlap)
         key = (round(score, 6), bool(have - wanted), any(c.isdigit() for c in line.text))
         if best_key is None or key > best_key:
             best, best_key = line, key
-    return best, (best_key[0] if best_key else 0.0)
+    return best, (best_key or ())
 
 
 def answer_from_line(line: str, question: str) -> str:
@@ -125,7 +128,7 @@ class VimRAGRuleBasedBackend:
         terms = content_terms(question)
         node = _NODE.search(response.text())
         label, stamp = None, None
-        best = None  # (overlap, label, stamp, line, image size)
+        seen: list[tuple[str, float | None, list[OcrLine], tuple[int, int]]] = []  # (label, second, lines, size)
         labels: list[str] = []
         for part in response.content if isinstance(response.content, list) else []:
             if isinstance(part, TextPart):
@@ -138,9 +141,13 @@ class VimRAGRuleBasedBackend:
                     stamp = float(frame.group(1))
             elif isinstance(part, ImagePart) and label is not None:
                 image = part.image()
-                line, score = best_line(ocr_lines(image, self.lang), terms, entity_terms(question))
-                if line is not None and (best is None or score > best[0]):
-                    best = (score, label, stamp, line, image.size)
+                seen.append((label, stamp, ocr_lines(image, self.lang), image.size))
+        pool = [line for _, _, lines, _ in seen for line in lines]
+        best = None  # (key, label, second, line, image size)
+        for label, stamp, lines, size in seen:
+            line, key = best_line(lines, terms, entity_terms(question), pool)
+            if line is not None and (best is None or key > best[0]):
+                best = (key, label, stamp, line, size)
         memorize = []
         if best is None:
             summary = "None of the results mentions " + ", ".join(terms[:6]) + "."
@@ -169,23 +176,27 @@ class VimRAGRuleBasedBackend:
     def _memory_answer(self, message: ChatMessage, question: str) -> tuple[str, str, str] | None:
         """(node id, line, answer) from the memory images of the rebuilt context, best line first."""
         terms = content_terms(question)
-        node, best = None, None
+        node = None
+        seen: list[tuple[str, list[OcrLine]]] = []
         for part in message.content if isinstance(message.content, list) else []:
             if isinstance(part, TextPart):
                 match = _MEMORY_NODE.match(part.text.strip())
                 if match:
                     node = match.group(1)
             elif isinstance(part, ImagePart) and node is not None:
-                lines = ocr_lines(part.image(), self.lang)
-                line, score = best_line(lines, terms, entity_terms(question))
-                if line is None:
-                    continue
-                text = _clean(line.text)
-                if answer_from_line(text, question) == text:  # the label alone: read its whole row (the strip)
-                    text = _clean(" ".join(item.text for item in lines))
-                answer = answer_from_line(text, question)
-                if answer != text and (best is None or score > best[0]):
-                    best = (score, node, text, answer)
+                seen.append((node, ocr_lines(part.image(), self.lang)))
+        pool = [line for _, lines in seen for line in lines]
+        best = None
+        for node, lines in seen:
+            line, key = best_line(lines, terms, entity_terms(question), pool)
+            if line is None:
+                continue
+            text = _clean(line.text)
+            if answer_from_line(text, question) == text:  # the label alone: read its whole row (the strip)
+                text = _clean(" ".join(item.text for item in lines))
+            answer = answer_from_line(text, question)
+            if answer != text and (best is None or key > best[0]):
+                best = (key, node, text, answer)
         return best[1:] if best else None
 
     def _next_step(self, graph: list[dict], question: str, forced: bool,
