@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import re
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from PIL import Image, ImageOps
 
-from search_engine import video as videos
 from search_engine.index.atomic import atomic_file
 
 log = logging.getLogger(__name__)
@@ -27,6 +27,11 @@ RENDER_TIMEOUT_S = 600  # per chunk: a pathological PDF must not hang an ingesti
 MAX_ID_CHARS = 120
 JPEG_QUALITY = 90
 Image.MAX_IMAGE_PIXELS = 300_000_000  # big scans are fine; decompression bombs beyond this are not
+# A PDF can claim any page size (the format allows 200 x 200 inches, UserUnit more): the render dpi is
+# lowered per page so a page never renders to more than this, whatever the file says. 25 MP is
+# 75 MB as RGB (A0 at 144 dpi), above what any embedder or the agent uses (pages are shrunk to max_side after).
+MAX_RENDER_PIXELS = 25_000_000
+MAX_RENDER_SIDE = 16_000  # poppler's cairo/splash backends fail on sides of ~32k pixels
 
 
 class DocumentError(Exception):
@@ -39,8 +44,6 @@ class RenderedPage:
     image: Image.Image  # RGB
     width: int
     height: int
-    text: str | None = None  # the page's text when the source supplies it (a video segment: OCR of its frames)
-    extra: dict = field(default_factory=dict)  # kept on the PageRecord (a video segment: time range, frames)
 
 
 # --------------------------------------------------------------------------------------------- ids
@@ -71,7 +74,7 @@ def is_pdf(path: str | Path) -> bool:
 
 def is_supported(path: str | Path) -> bool:
     suffix = Path(path).suffix.lower()
-    return suffix in PDF_SUFFIXES or suffix in IMAGE_SUFFIXES or suffix in videos.VIDEO_SUFFIXES
+    return suffix in PDF_SUFFIXES or suffix in IMAGE_SUFFIXES
 
 
 def _files_under(folder: Path) -> Iterator[Path]:
@@ -98,7 +101,7 @@ def discover_documents(paths: Iterable[str | Path]) -> list[Path]:
         elif is_supported(path):
             found.append(path)
         else:
-            raise ValueError(f"{path}: unsupported file type {path.suffix!r} (PDF, image or video expected)")
+            raise ValueError(f"{path}: unsupported file type {path.suffix!r} (PDF or image expected)")
     return sorted(dict.fromkeys(p.resolve() for p in found))
 
 
@@ -126,8 +129,8 @@ def _poppler_missing() -> RuntimeError:
     return RuntimeError("poppler is missing: install it (Debian: apt-get install poppler-utils)")
 
 
-def count_pages(path: str | Path, video: videos.VideoOptions | None = None) -> int:
-    """Number of pages (1 for an image, segments for a video); DocumentError for a file that cannot be read."""
+def count_pages(path: str | Path) -> int:
+    """Number of pages (1 for an image); raises DocumentError for a file that cannot be read."""
     from pdf2image import pdfinfo_from_path
     from pdf2image.exceptions import (PDFInfoNotInstalledError, PDFPageCountError, PDFPopplerTimeoutError,
                                       PDFSyntaxError)
@@ -135,8 +138,6 @@ def count_pages(path: str | Path, video: videos.VideoOptions | None = None) -> i
     path = Path(path)
     if not path.is_file():
         raise DocumentError(f"{path}: file not found")
-    if videos.is_video(path):
-        return videos.corpus_segment_count(path, video or videos.VideoOptions())
     if not is_pdf(path):
         _open_image(path).close()
         return 1
@@ -168,7 +169,67 @@ def _fit(image: Image.Image, max_side: int | None) -> Image.Image:
     return image
 
 
-def _render_pdf_chunk(path: Path, dpi: int, first: int, last: int, thread_count: int) -> list[Image.Image]:
+def render_dpi(width_pt: float, height_pt: float, dpi: float) -> float:
+    """`dpi`, lowered for a page so large that it would render beyond MAX_RENDER_PIXELS or MAX_RENDER_SIDE."""
+    w_in, h_in = width_pt / 72.0, height_pt / 72.0
+    if w_in <= 0 or h_in <= 0:
+        return dpi
+    return min(dpi, math.sqrt(MAX_RENDER_PIXELS / (w_in * h_in)), MAX_RENDER_SIDE / max(w_in, h_in))
+
+
+def _page_sizes(path: Path, first: int, last: int) -> list[tuple[float, float]]:
+    """(width, height) in points of pages first..last as poppler renders them (media box, /Rotate applied)."""
+    import pymupdf
+
+    sizes = []
+    with pymupdf.open(path) as doc:
+        for number in range(first, min(last, doc.page_count) + 1):
+            page = doc[number - 1]
+            box = page.mediabox
+            w, h = abs(box.width), abs(box.height)
+            sizes.append((h, w) if page.rotation % 180 == 90 else (w, h))
+    return sizes
+
+
+def _render_plan(path: Path, dpi: int, first: int, last: int) -> list[tuple[int, int, float]]:
+    """(start, end, dpi) runs of at most RENDER_CHUNK consecutive pages rendered at the same dpi."""
+    sizes = _page_sizes(path, first, last)
+    runs: list[tuple[int, int, float]] = []
+    for offset, (w_pt, h_pt) in enumerate(sizes):
+        number = first + offset
+        page_dpi = render_dpi(w_pt, h_pt, dpi)
+        if page_dpi < dpi:
+            page_dpi = max(math.floor(page_dpi * 100) / 100, 0.01)
+            log.warning("%s: page %d is %.0f x %.0f pt; rendering it at %.2f dpi instead of %s to stay within %d "
+                        "pixels", path.name, number, w_pt, h_pt, page_dpi, dpi, MAX_RENDER_PIXELS)
+        if runs and runs[-1][2] == page_dpi and runs[-1][1] == number - 1 and number - runs[-1][0] < RENDER_CHUNK:
+            runs[-1] = (runs[-1][0], number, page_dpi)
+        else:
+            runs.append((number, number, page_dpi))
+    if first + len(sizes) - 1 < last:  # pages pymupdf does not see: let poppler report them
+        runs.append((first + len(sizes), last, dpi))
+    return runs
+
+
+def check_rendered_size(path: Path, number: int, image: Image.Image, size_pt: tuple[float, float] | None,
+                        dpi: float) -> None:
+    """A page poppler could not render comes back as a tiny placeholder (1x1 px): a per-document failure,
+    never an image indexed in the page's place."""
+    if size_pt is None:
+        return
+    expected = (size_pt[0] * dpi / 72.0, size_pt[1] * dpi / 72.0)
+    got = image.size
+
+    def close(a: float, b: float) -> bool:
+        return abs(a - b) <= max(2.0, 0.02 * b)
+
+    if not (close(got[0], expected[0]) and close(got[1], expected[1])) and \
+            not (close(got[0], expected[1]) and close(got[1], expected[0])):
+        raise DocumentError(f"{path.name}: page {number} could not be rendered (poppler returned {got[0]}x{got[1]} "
+                            f"px for a {size_pt[0]:.0f} x {size_pt[1]:.0f} pt page at {dpi:g} dpi)")
+
+
+def _render_pdf_chunk(path: Path, dpi: float, first: int, last: int, thread_count: int) -> list[Image.Image]:
     from pdf2image import convert_from_path
     from pdf2image.exceptions import PDFInfoNotInstalledError, PopplerNotInstalledError
 
@@ -185,15 +246,11 @@ def _render_pdf_chunk(path: Path, dpi: int, first: int, last: int, thread_count:
 
 
 def render_pages(path: str | Path, dpi: int = 144, first_page: int = 1, last_page: int | None = None,
-                 thread_count: int = 2, max_side: int | None = 2400,
-                 video: videos.VideoOptions | None = None) -> Iterator[RenderedPage]:
+                 thread_count: int = 2, max_side: int | None = 2400) -> Iterator[RenderedPage]:
     """Yield pages `first_page..last_page` (1-based, inclusive) as RGB images, a chunk at a time."""
     path = Path(path)
     if first_page < 1:
         raise ValueError(f"first_page is 1-based, got {first_page}")
-    if videos.is_video(path):  # pages are segments: frame sheets (search_engine.video)
-        yield from videos.render_segments(path, video or videos.VideoOptions(), first_page, last_page)
-        return
     if not is_pdf(path):
         if first_page == 1 and (last_page is None or last_page >= 1):
             image = _fit(_open_image(path), max_side)
@@ -203,9 +260,13 @@ def render_pages(path: str | Path, dpi: int = 144, first_page: int = 1, last_pag
         last_page = count_pages(path)
     else:
         _check_pdf_readable(path)  # poppler's own message for an encrypted file is unhelpful
-    for start in range(first_page, last_page + 1, RENDER_CHUNK):
-        end = min(last_page, start + RENDER_CHUNK - 1)
-        for offset, image in enumerate(_render_pdf_chunk(path, dpi, start, end, thread_count)):
+    try:
+        sizes = dict(enumerate(_page_sizes(path, first_page, last_page), start=first_page))
+    except Exception as exc:  # noqa: BLE001 - pymupdf raises several types for broken files
+        raise DocumentError(f"{path.name}: cannot read the page sizes ({exc})") from exc
+    for start, end, run_dpi in _render_plan(path, dpi, first_page, last_page):
+        for offset, image in enumerate(_render_pdf_chunk(path, run_dpi, start, end, thread_count)):
+            check_rendered_size(path, start + offset, image, sizes.get(start + offset), run_dpi)
             image = _fit(image, max_side)
             yield RenderedPage(start + offset, image, image.width, image.height)
 

@@ -7,11 +7,19 @@ Why it is built this way:
   the index on disk is always valid; readers never see half a document.
 * Documents are keyed by content hash: an unchanged file is skipped, a changed one re-ingested,
   and `remove` drops a document without touching the others — nothing is rebuilt.
+* Page images of an ingestion go to a new generation folder, `pages/<doc>/<generation>/<n>.jpg`
+  (the generation is the content hash), never over the images the manifest points at: readers see
+  the old pages under the old manifest and the new pages under the new one, whenever a re-ingestion
+  is killed. The old generation is deleted only after the manifest switched; leftovers of killed runs
+  (temp files, generations no manifest or checkpoint refers to) are swept by the next ingestion.
+* Disk full (ENOSPC) stops the ingestion with `DiskFullError` and removes everything the failed
+  document had written (images, checkpoints, segments); the index stays as it was.
 * One ingestor per index at a time (an advisory file lock), because two would race on the manifest.
 """
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -28,7 +36,6 @@ from search_engine.embedders import Embedder, load_from_spec, load_text_embedder
 from search_engine.index.atomic import atomic_file, atomic_save_npy, atomic_save_npz
 from search_engine.index.manifest import DocumentEntry, Manifest
 from search_engine.types import PageRecord, make_page_id
-from search_engine.video import VideoOptions, is_video
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +69,19 @@ class IndexLockedError(RuntimeError):
     pass
 
 
+class DiskFullError(RuntimeError):
+    """The disk (or quota) filled up during an ingestion; what the failed document wrote was removed."""
+
+
+_NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
+
+
+def generation_of(sha1: str) -> str:
+    """The page-image folder of one ingestion of a document: its content hash, so a killed run that
+    resumes writes into the same folder its checkpoints refer to."""
+    return sha1[:12]
+
+
 @contextlib.contextmanager
 def index_lock(index_dir: Path) -> Iterator[None]:
     index_dir.mkdir(parents=True, exist_ok=True)
@@ -88,9 +108,8 @@ class Ingestor:
                  visual_embedder: Embedder | None = None, text_embedder: Embedder | None = None,
                  device: str = "auto", dpi: int = 144, max_side: int = 1600, ocr: bool = True,
                  chunk_pages: int = 16, jpeg_quality: int = 90, progress: bool = True,
-                 progress_callback: ProgressCallback | None = None, embed_batch_size: int = 4, video: VideoOptions | None = None):
+                 progress_callback: ProgressCallback | None = None, embed_batch_size: int = 4):
         self.index_dir = Path(index_dir)
-        self.video = video  # videos: segment length, fps, frame cap (None: VideoOptions() defaults)
         self.dpi, self.max_side, self.ocr = dpi, max_side, ocr
         self.chunk_pages, self.jpeg_quality = chunk_pages, jpeg_quality
         self.progress, self.progress_callback = progress, progress_callback
@@ -148,6 +167,7 @@ class Ingestor:
         report = IngestReport()
         with index_lock(self.index_dir):
             manifest = Manifest.load(self.index_dir)
+            self._sweep(manifest)
             embedders = self._resolve_embedders(manifest)
             if not any(embedders.values()):
                 raise ValueError("no embedder configured: give a visual model, a text model, or both")
@@ -168,6 +188,7 @@ class Ingestor:
         removed = []
         with index_lock(self.index_dir):
             manifest = Manifest.load(self.index_dir)
+            self._sweep(manifest)
             for doc_id in doc_ids:
                 entry = manifest.remove_document(doc_id)
                 if entry is None:
@@ -176,6 +197,47 @@ class Ingestor:
                 self._delete_files(entry)
                 removed.append(doc_id)
         return removed
+
+    # ---- leftovers of killed runs ---------------------------------------------------------------------
+    def _sweep(self, manifest: Manifest) -> None:
+        """Delete what killed runs left behind (call under the index lock): temp files of atomic writes,
+        page images no manifest entry or resumable checkpoint refers to, checkpoints of committed documents."""
+        root = self.index_dir
+        for folder in (root / "pages", root / "segments", root / ".partial"):
+            for tmp in folder.rglob(".*.tmp") if folder.is_dir() else []:
+                tmp.unlink(missing_ok=True)
+        for tmp in root.glob(".*.tmp"):
+            tmp.unlink(missing_ok=True)
+        resumable: dict[str, set[str]] = {}
+        partial_root = root / ".partial"
+        for folder in partial_root.iterdir() if partial_root.is_dir() else []:
+            gens = {chunk.name.split("_", 1)[0] for chunk in folder.glob("*.npz")}
+            entry = manifest.documents.get(folder.name)
+            if entry is not None and gens and gens <= {generation_of(entry.sha1)}:
+                shutil.rmtree(folder, ignore_errors=True)  # killed after its commit: nothing left to resume
+            else:
+                resumable[folder.name] = gens
+        referenced = {Path(page.image_path) for page in manifest.pages.values()}
+        pages_root = root / "pages"
+        for doc_dir in pages_root.iterdir() if pages_root.is_dir() else []:
+            if not doc_dir.is_dir():
+                continue
+            for item in doc_dir.iterdir():
+                rel = item.relative_to(root)
+                if item.is_dir():
+                    if item.name in resumable.get(doc_dir.name, set()):
+                        continue
+                    if not any(r.parent == rel for r in referenced):
+                        shutil.rmtree(item, ignore_errors=True)
+                        log.info("removed orphaned page generation %s", rel)
+                    else:
+                        for image in item.iterdir():
+                            if image.relative_to(root) not in referenced:
+                                image.unlink(missing_ok=True)
+                elif rel not in referenced:
+                    item.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                doc_dir.rmdir()  # only when empty
 
     # ---- planning --------------------------------------------------------------------------------
     def _plan(self, documents: list[Path], manifest: Manifest, report: IngestReport):
@@ -191,7 +253,7 @@ class Ingestor:
                 if existing is not None and existing.sha1 == sha1:
                     report.unchanged.append(existing.doc_id)
                     continue
-                num_pages = count_pages(path, video=self.video)
+                num_pages = count_pages(path)
                 if num_pages < 1:
                     raise DocumentError(f"{path}: document has no pages")
             except (DocumentError, OSError) as exc:
@@ -216,31 +278,39 @@ class Ingestor:
 
         source = str(path.resolve())
         partial = self._partial_dir(doc_id)
-        partial.mkdir(parents=True, exist_ok=True)
         chunk_files = []
+        replaced = manifest.documents.get(doc_id)
+        old_images = {manifest.pages[p].image_path for p in (replaced.page_ids if replaced else []) if p in manifest.pages}
         try:
+            partial.mkdir(parents=True, exist_ok=True)
             texts = self._pdf_texts(path)
             for first in range(1, num_pages + 1, self.chunk_pages):
                 last = min(num_pages, first + self.chunk_pages - 1)
-                chunk_file = partial / f"{sha1[:12]}_{first:06d}_{last:06d}.npz"
+                chunk_file = partial / f"{generation_of(sha1)}_{first:06d}_{last:06d}.npz"
                 if not chunk_file.exists():
-                    self._ingest_chunk(path, doc_id, first, last, texts, embedders, chunk_file)
+                    self._ingest_chunk(path, doc_id, sha1, first, last, texts, embedders, chunk_file)
                     report.pages += last - first + 1
                 chunk_files.append(chunk_file)
                 bar.update(last - first + 1)
                 self._notify(doc_id=doc_id, source=source, page=last, num_pages=num_pages, stage="pages")
+            entry, pages = self._commit_document(path, doc_id, sha1, num_pages, chunk_files, embedders)
+            manifest.remove_document(doc_id)
+            manifest.add_document(entry, pages)
+            manifest.save(self.index_dir)
         except DocumentError as exc:
             report.failed[source] = str(exc)
             log.warning("skipping %s: %s", path, exc)
-            shutil.rmtree(partial, ignore_errors=True)
+            self._discard_attempt(doc_id, sha1)
             return
-        entry, pages = self._commit_document(path, doc_id, sha1, num_pages, chunk_files, embedders)
-        replaced = manifest.documents.get(doc_id)
-        manifest.remove_document(doc_id)
-        manifest.add_document(entry, pages)
-        manifest.save(self.index_dir)
+        except OSError as exc:
+            if exc.errno not in _NO_SPACE:
+                raise
+            self._discard_attempt(doc_id, sha1)
+            raise DiskFullError(f"disk full while ingesting {path.name} into {self.index_dir} ({exc.strerror}); "
+                                f"nothing of {path.name} was kept and the index is unchanged — free some space "
+                                "and run the ingestion again") from None
         if replaced is not None:
-            self._delete_files(replaced, keep=entry)
+            self._delete_replaced(replaced, entry, old_images - {p.image_path for p in pages})
             report.updated.append(doc_id)
         else:
             report.added.append(doc_id)
@@ -254,28 +324,34 @@ class Ingestor:
 
         return pdf_page_texts(path)
 
-    def _ingest_chunk(self, path: Path, doc_id: str, first: int, last: int, texts: list[str] | None,
+    def _discard_attempt(self, doc_id: str, sha1: str) -> None:
+        """Remove what a failed ingestion of one document wrote: its checkpoints, its page generation,
+        its segment files (the manifest on disk never referred to any of them)."""
+        shutil.rmtree(self._partial_dir(doc_id), ignore_errors=True)
+        shutil.rmtree(self.index_dir / "pages" / doc_id / generation_of(sha1), ignore_errors=True)
+        for channel in ("visual", "text"):
+            (self.index_dir / "segments" / channel / f"{doc_id}.{sha1[:12]}.npy").unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            (self.index_dir / "pages" / doc_id).rmdir()  # only when empty (a new document)
+
+    def _ingest_chunk(self, path: Path, doc_id: str, sha1: str, first: int, last: int, texts: list[str] | None,
                       embedders: dict[str, Embedder | None], chunk_file: Path) -> None:
         from search_engine.corpus import render_pages
         from search_engine.text_extraction import page_text
 
         images, records = [], []
-        for rendered in render_pages(path, dpi=self.dpi, first_page=first, last_page=last, max_side=self.max_side,
-                                     video=self.video):
+        for rendered in render_pages(path, dpi=self.dpi, first_page=first, last_page=last, max_side=self.max_side):
             page_id = make_page_id(doc_id, rendered.page_number)
-            rel = Path("pages") / doc_id / f"{rendered.page_number}.jpg"
+            rel = Path("pages") / doc_id / generation_of(sha1) / f"{rendered.page_number}.jpg"
             with atomic_file(self.index_dir / rel) as fh:
                 rendered.image.convert("RGB").save(fh, format="JPEG", quality=self.jpeg_quality)
             text, text_source = "", ""
-            if rendered.text is not None:  # the source read its own text (a video segment: OCR of its frames)
-                text, text_source = rendered.text, "ocr" if rendered.text else ""
-            elif embedders.get("text") is not None:
+            if embedders.get("text") is not None:
                 layer = texts[rendered.page_number - 1] if texts and rendered.page_number <= len(texts) else ""
                 text, text_source = page_text(layer, rendered.image, ocr=self.ocr)
             records.append(PageRecord(page_id=page_id, doc_id=doc_id, page_number=rendered.page_number,
                                       image_path=rel.as_posix(), width=rendered.width, height=rendered.height,
-                                      source_path=str(path.resolve()), text=text, text_source=text_source,
-                                      extra=dict(rendered.extra)))
+                                      source_path=str(path.resolve()), text=text, text_source=text_source))
             images.append(rendered.image)
         arrays: dict[str, np.ndarray] = {}
         if embedders.get("visual") is not None:
@@ -307,21 +383,30 @@ class Ingestor:
             rel = Path("segments") / channel / f"{doc_id}.{sha1[:12]}.npy"
             atomic_save_npy(self.index_dir / rel, np.concatenate(vectors))
             segments[channel] = {"file": rel.as_posix(), "counts": np.concatenate(counts).astype(int).tolist()}
-        kind = "pdf" if path.suffix.lower() == ".pdf" else ("video" if is_video(path) else "image")
+        kind = "pdf" if path.suffix.lower() == ".pdf" else "image"
         entry = DocumentEntry(doc_id=doc_id, source_path=str(path.resolve()), sha1=sha1, num_pages=len(pages),
                               kind=kind, page_ids=[p.page_id for p in pages], segments=segments)
         return entry, pages
 
-    def _delete_files(self, entry: DocumentEntry, keep: DocumentEntry | None = None) -> None:
-        keep_files = {seg["file"] for seg in (keep.segments.values() if keep else [])}
+    def _delete_files(self, entry: DocumentEntry) -> None:
         for seg in entry.segments.values():
+            (self.index_dir / seg["file"]).unlink(missing_ok=True)
+        shutil.rmtree(self.index_dir / "pages" / entry.doc_id, ignore_errors=True)
+
+    def _delete_replaced(self, old: DocumentEntry, new: DocumentEntry, old_images: set[str]) -> None:
+        """After the manifest switched to `new`: the old generation's images and segments go."""
+        keep_files = {seg["file"] for seg in new.segments.values()}
+        for seg in old.segments.values():
             if seg["file"] not in keep_files:
                 (self.index_dir / seg["file"]).unlink(missing_ok=True)
-        if keep is None:
-            shutil.rmtree(self.index_dir / "pages" / entry.doc_id, ignore_errors=True)
-        else:
-            for stale in range(keep.num_pages + 1, entry.num_pages + 1):
-                (self.index_dir / "pages" / entry.doc_id / f"{stale}.jpg").unlink(missing_ok=True)
+        folders = set()
+        for rel in old_images:
+            (self.index_dir / rel).unlink(missing_ok=True)
+            folders.add((self.index_dir / rel).parent)
+        for folder in folders:
+            if folder != self.index_dir / "pages" / old.doc_id:
+                with contextlib.suppress(OSError):
+                    folder.rmdir()  # the old generation folder, once empty
 
     def _notify(self, **event: Any) -> None:
         if self.progress_callback is not None:
