@@ -10,12 +10,13 @@ import logging
 import math
 import re
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from PIL import Image, ImageOps
 
+from search_engine import video as videos
 from search_engine.index.atomic import atomic_file
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,8 @@ class RenderedPage:
     image: Image.Image  # RGB
     width: int
     height: int
+    text: str | None = None  # the page's text when the source supplies it (a video segment: OCR of its frames)
+    extra: dict = field(default_factory=dict)  # kept on the PageRecord (a video segment: time range, frames)
 
 
 # --------------------------------------------------------------------------------------------- ids
@@ -74,7 +77,7 @@ def is_pdf(path: str | Path) -> bool:
 
 def is_supported(path: str | Path) -> bool:
     suffix = Path(path).suffix.lower()
-    return suffix in PDF_SUFFIXES or suffix in IMAGE_SUFFIXES
+    return suffix in PDF_SUFFIXES or suffix in IMAGE_SUFFIXES or suffix in videos.VIDEO_SUFFIXES
 
 
 def _files_under(folder: Path) -> Iterator[Path]:
@@ -101,7 +104,7 @@ def discover_documents(paths: Iterable[str | Path]) -> list[Path]:
         elif is_supported(path):
             found.append(path)
         else:
-            raise ValueError(f"{path}: unsupported file type {path.suffix!r} (PDF or image expected)")
+            raise ValueError(f"{path}: unsupported file type {path.suffix!r} (PDF, image or video expected)")
     return sorted(dict.fromkeys(p.resolve() for p in found))
 
 
@@ -129,8 +132,8 @@ def _poppler_missing() -> RuntimeError:
     return RuntimeError("poppler is missing: install it (Debian: apt-get install poppler-utils)")
 
 
-def count_pages(path: str | Path) -> int:
-    """Number of pages (1 for an image); raises DocumentError for a file that cannot be read."""
+def count_pages(path: str | Path, video: videos.VideoOptions | None = None) -> int:
+    """Number of pages (1 for an image, segments for a video); DocumentError for a file that cannot be read."""
     from pdf2image import pdfinfo_from_path
     from pdf2image.exceptions import (PDFInfoNotInstalledError, PDFPageCountError, PDFPopplerTimeoutError,
                                       PDFSyntaxError)
@@ -138,6 +141,8 @@ def count_pages(path: str | Path) -> int:
     path = Path(path)
     if not path.is_file():
         raise DocumentError(f"{path}: file not found")
+    if videos.is_video(path):
+        return videos.corpus_segment_count(path, video or videos.VideoOptions())
     if not is_pdf(path):
         _open_image(path).close()
         return 1
@@ -246,11 +251,15 @@ def _render_pdf_chunk(path: Path, dpi: float, first: int, last: int, thread_coun
 
 
 def render_pages(path: str | Path, dpi: int = 144, first_page: int = 1, last_page: int | None = None,
-                 thread_count: int = 2, max_side: int | None = 2400) -> Iterator[RenderedPage]:
+                 thread_count: int = 2, max_side: int | None = 2400,
+                 video: videos.VideoOptions | None = None) -> Iterator[RenderedPage]:
     """Yield pages `first_page..last_page` (1-based, inclusive) as RGB images, a chunk at a time."""
     path = Path(path)
     if first_page < 1:
         raise ValueError(f"first_page is 1-based, got {first_page}")
+    if videos.is_video(path):  # pages are segments: frame sheets (search_engine.video)
+        yield from videos.render_segments(path, video or videos.VideoOptions(), first_page, last_page)
+        return
     if not is_pdf(path):
         if first_page == 1 and (last_page is None or last_page >= 1):
             image = _fit(_open_image(path), max_side)

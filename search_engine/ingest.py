@@ -36,6 +36,7 @@ from search_engine.embedders import Embedder, load_from_spec, load_text_embedder
 from search_engine.index.atomic import atomic_file, atomic_save_npy, atomic_save_npz
 from search_engine.index.manifest import DocumentEntry, Manifest
 from search_engine.types import PageRecord, make_page_id
+from search_engine.video import VideoOptions, is_video
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +109,9 @@ class Ingestor:
                  visual_embedder: Embedder | None = None, text_embedder: Embedder | None = None,
                  device: str = "auto", dpi: int = 144, max_side: int = 1600, ocr: bool = True,
                  chunk_pages: int = 16, jpeg_quality: int = 90, progress: bool = True,
-                 progress_callback: ProgressCallback | None = None, embed_batch_size: int = 4):
+                 progress_callback: ProgressCallback | None = None, embed_batch_size: int = 4, video: VideoOptions | None = None):
         self.index_dir = Path(index_dir)
+        self.video = video  # videos: segment length, fps, frame cap (None: VideoOptions() defaults)
         self.dpi, self.max_side, self.ocr = dpi, max_side, ocr
         self.chunk_pages, self.jpeg_quality = chunk_pages, jpeg_quality
         self.progress, self.progress_callback = progress, progress_callback
@@ -253,7 +255,7 @@ class Ingestor:
                 if existing is not None and existing.sha1 == sha1:
                     report.unchanged.append(existing.doc_id)
                     continue
-                num_pages = count_pages(path)
+                num_pages = count_pages(path, video=self.video)
                 if num_pages < 1:
                     raise DocumentError(f"{path}: document has no pages")
             except (DocumentError, OSError) as exc:
@@ -340,18 +342,22 @@ class Ingestor:
         from search_engine.text_extraction import page_text
 
         images, records = [], []
-        for rendered in render_pages(path, dpi=self.dpi, first_page=first, last_page=last, max_side=self.max_side):
+        for rendered in render_pages(path, dpi=self.dpi, first_page=first, last_page=last, max_side=self.max_side,
+                                     video=self.video):
             page_id = make_page_id(doc_id, rendered.page_number)
             rel = Path("pages") / doc_id / generation_of(sha1) / f"{rendered.page_number}.jpg"
             with atomic_file(self.index_dir / rel) as fh:
                 rendered.image.convert("RGB").save(fh, format="JPEG", quality=self.jpeg_quality)
             text, text_source = "", ""
-            if embedders.get("text") is not None:
+            if rendered.text is not None:  # the source read its own text (a video segment: OCR of its frames)
+                text, text_source = rendered.text, "ocr" if rendered.text else ""
+            elif embedders.get("text") is not None:
                 layer = texts[rendered.page_number - 1] if texts and rendered.page_number <= len(texts) else ""
                 text, text_source = page_text(layer, rendered.image, ocr=self.ocr)
             records.append(PageRecord(page_id=page_id, doc_id=doc_id, page_number=rendered.page_number,
                                       image_path=rel.as_posix(), width=rendered.width, height=rendered.height,
-                                      source_path=str(path.resolve()), text=text, text_source=text_source))
+                                      source_path=str(path.resolve()), text=text, text_source=text_source,
+                                      extra=dict(rendered.extra)))
             images.append(rendered.image)
         arrays: dict[str, np.ndarray] = {}
         if embedders.get("visual") is not None:
@@ -383,7 +389,7 @@ class Ingestor:
             rel = Path("segments") / channel / f"{doc_id}.{sha1[:12]}.npy"
             atomic_save_npy(self.index_dir / rel, np.concatenate(vectors))
             segments[channel] = {"file": rel.as_posix(), "counts": np.concatenate(counts).astype(int).tolist()}
-        kind = "pdf" if path.suffix.lower() == ".pdf" else "image"
+        kind = "pdf" if path.suffix.lower() == ".pdf" else ("video" if is_video(path) else "image")
         entry = DocumentEntry(doc_id=doc_id, source_path=str(path.resolve()), sha1=sha1, num_pages=len(pages),
                               kind=kind, page_ids=[p.page_id for p in pages], segments=segments)
         return entry, pages
