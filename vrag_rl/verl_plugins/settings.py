@@ -15,7 +15,7 @@ from typing import Any
 from vrag_rl.agent.config import AgentConfig
 
 ALGORITHMS = ("grpo", "ggpo")
-_TOP_KEYS = {"algorithm", "search", "agent", "reward", "judge", "ggpo"}
+_TOP_KEYS = {"algorithm", "score_in_loop", "search", "agent", "reward", "judge", "ggpo"}
 _SEARCH_KEYS = {"url", "api_key", "timeout_s", "retries"}
 _JUDGE_KEYS = {"base_url", "model", "api_key_env", "max_retries", "timeout_s", "backoff_s", "max_tokens"}
 
@@ -53,18 +53,25 @@ class PluginSettings:
     reward: dict[str, Any] = field(default_factory=dict)  # RewardConfig fields (without the judge)
     judge: JudgeSettings = field(default_factory=JudgeSettings)
     prune_correct_threshold: float = 0.5
+    score_in_loop: bool = True  # the agent loop sets reward_score; False: verl's reward workers call reward.py
 
     def reward_config(self):
         """The `vrag_rl.rewards.RewardConfig` these settings describe (judge key from the environment)."""
-        from vrag_rl.rewards import JudgeConfig, RewardConfig
+        return build_reward_config(self.reward, self.judge)
 
-        judge = None
-        if self.judge.base_url:
-            key = os.environ.get(self.judge.api_key_env) if self.judge.api_key_env else None
-            judge = JudgeConfig(base_url=self.judge.base_url, model=self.judge.model, api_key=key,
-                                max_retries=self.judge.max_retries, backoff_s=self.judge.backoff_s,
-                                timeout_s=self.judge.timeout_s, max_tokens=self.judge.max_tokens)
-        return RewardConfig(**self.reward, judge=judge)
+
+def build_reward_config(reward: dict[str, Any], judge: JudgeSettings | dict[str, Any]):
+    """`RewardConfig` from the `vrag.reward` / `vrag.judge` sections (also used by reward.py in verl's workers)."""
+    from vrag_rl.rewards import JudgeConfig, RewardConfig
+
+    judge = judge if isinstance(judge, JudgeSettings) else JudgeSettings(**judge)
+    judge_config = None
+    if judge.base_url:
+        key = os.environ.get(judge.api_key_env) if judge.api_key_env else None
+        judge_config = JudgeConfig(base_url=judge.base_url, model=judge.model, api_key=key,
+                                   max_retries=judge.max_retries, backoff_s=judge.backoff_s,
+                                   timeout_s=judge.timeout_s, max_tokens=judge.max_tokens)
+    return RewardConfig(**reward, judge=judge_config)
 
 
 def _plain(node: Any) -> Any:
@@ -108,10 +115,14 @@ def plugin_settings(config: Any) -> PluginSettings:
     try:
         settings = PluginSettings(algorithm=algorithm, search=SearchSettings(**search), agent=AgentConfig(**agent),
                                   reward=dict(vrag.get("reward") or {}), judge=JudgeSettings(**judge),
-                                  prune_correct_threshold=float(ggpo.get("prune_correct_threshold", 0.5)))
+                                  prune_correct_threshold=float(ggpo.get("prune_correct_threshold", 0.5)),
+                                  score_in_loop=bool(vrag.get("score_in_loop", True)))
         settings.reward_config()  # validates the reward keys and weights now, not in the first rollout
     except (TypeError, ValueError) as exc:
         raise PluginSettingsError(f"vrag: {exc}") from exc
+    if settings.algorithm == "ggpo" and not settings.score_in_loop:
+        raise PluginSettingsError("vrag.algorithm=ggpo needs vrag.score_in_loop=true: the prune mask depends on the "
+                                  "reward, so the agent loop must score before it returns the mask")
     _check_against_verl(root, settings)
     return settings
 

@@ -1,0 +1,142 @@
+"""`vrag_agent`: verl's agent loop running the project's own `Episode` (no second implementation).
+
+verl instantiates this class per trajectory (`rollout.agent.default_agent_loop=vrag_agent`, or the
+row's `agent_name` column) and awaits `run(sampling_params, **row)`. It is an adapter only:
+- the episode is `vrag_rl.rollout.runner.run_one` — the same `Episode` + `TokenRecordingPolicy` as
+  the demo, the evaluation and the local trainer — with verl's `server_manager.generate` as the
+  generate function (`ServerManagerGenerate`) and the project's search server as the tool;
+- the reward is `vrag_rl.rewards.score_episode` (unless `vrag.score_in_loop=false`, then verl's
+  reward workers call `vrag_rl/verl_plugins/reward.py` with the same function);
+- GGPO: `vrag_rl.algos.ggpo_turn_mask` decides the pruned turns; their tokens get mask 0 here,
+  because verl's advantage estimators never see the step graph (the `ggpo` estimator then reads
+  the mask).
+
+What it returns is verl's `AgentLoopOutput`: prompt ids, the response (model turns with mask 1,
+observations — text and image tokens — with mask 0), the sampled logprobs, the images the model
+saw (`multi_modal_data["images"]`, in order, exactly as many as the ids have image placeholders),
+`reward_score`, and `extra_fields` with the pages retrieved per turn, the turn graph, the reward
+parts (also as `reward_extra_info`, which verl logs) and the episode record for reward.py.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
+
+from search_engine.client import SearchClient
+from vrag_rl.agent.page_images import PageImageStore
+from vrag_rl.agent.policies.local_transformers import image_token_id
+from vrag_rl.agent.prompts import Prompts
+from vrag_rl.algos import ggpo_turn_mask
+from vrag_rl.rewards import RewardBreakdown, RewardReference, score_episode
+from vrag_rl.rollout import RolloutTask, Trajectory
+from vrag_rl.rollout.runner import run_one
+from vrag_rl.verl_plugins.generate import ServerManagerGenerate
+from vrag_rl.verl_plugins.reward import RECORD_KEY, episode_record, reference_from_extra_info
+from vrag_rl.verl_plugins.settings import PluginSettings, plugin_settings
+
+_PAGES = PageImageStore()  # page images shared by the episodes of this worker process (bounded LRU)
+
+
+def ggpo_pruned_turns(trajectory: Trajectory, reward: RewardBreakdown, reference: RewardReference,
+                      correct_threshold: float) -> list[int]:
+    """The model turns GGPO removes from the loss (VimRAG's μ = 1), from the episode's step graph."""
+    correct = reward.outcome >= correct_threshold
+    n_turns = max(len(trajectory.turn_spans), len(trajectory.turn_records))
+    mask = ggpo_turn_mask(trajectory.step_graph, correct, set(reference.reference_pages), n_turns)
+    return [turn for turn, pruned in enumerate(mask) if pruned and turn < len(trajectory.turn_spans)]
+
+
+def fit_response(trajectory: Trajectory, mask: list[int], image_token: int) -> tuple[list[int], list[int],
+                                                                                     list[float], list[Any]]:
+    """The response up to the end of the last model turn, and the images whose tokens it holds.
+
+    An episode that stopped for lack of room (or any failure) may have recorded one more
+    observation after its last model turn; it carries no model tokens, so it is dropped, and with
+    it its images — verl re-processes exactly the images of `multi_modal_data` against the ids.
+    """
+    end = trajectory.turn_spans[-1][1] if trajectory.turn_spans else 0
+    ids = trajectory.response_ids[:end]
+    runs, previous = 0, None
+    for token in trajectory.prompt_ids + ids:
+        if token == image_token and previous != image_token:
+            runs += 1
+        previous = token
+    return ids, mask[:end], trajectory.response_logprobs[:end], trajectory.images[:runs]
+
+
+@register("vrag_agent")
+class VRAGAgentLoop(AgentLoopBase):
+    """Runs one VRAG episode per trajectory (see the module docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        if self.processor is None:
+            raise ValueError("vrag_agent needs a vision-language model with a processor (the pages are images)")
+        self.settings: PluginSettings = plugin_settings(self.config)
+        self.response_length = int(self.rollout_config.response_length)
+        self.image_token = image_token_id(self.processor)
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        extra_info = dict(kwargs.get("extra_info") or {})
+        question = extra_info.get("question")
+        if not isinstance(question, str) or not question.strip():
+            raise ValueError("the row's extra_info has no question; build the parquet with `python -m vrag_rl.data`")
+        reference = reference_from_extra_info(extra_info, (kwargs.get("reward_model") or {}).get("ground_truth"))
+        group = str(kwargs.get("uid", extra_info.get("uid", extra_info.get("index", ""))))
+        settings = self.settings
+        generate = ServerManagerGenerate(self.server_manager, sampling_params, self.response_length)
+        search = SearchClient(settings.search.url, api_key=settings.search.api_key, timeout=settings.search.timeout_s,
+                              max_retries=settings.search.retries)
+        try:
+            trajectory = await run_one(RolloutTask(group, question, reference), int(kwargs.get("session_id") or 0),
+                                       self.processor, generate, search, settings.agent, Prompts(), seed=0,
+                                       pages=_PAGES)
+        finally:
+            await search.aclose()
+        result = trajectory.result
+
+        reward = await score_episode(result, reference, settings.reward_config()) if settings.score_in_loop else None
+        mask = list(trajectory.response_mask)
+        pruned: list[int] = []
+        if settings.algorithm == "ggpo" and reward is not None:
+            pruned = ggpo_pruned_turns(trajectory, reward, reference, settings.prune_correct_threshold)
+            for turn in pruned:
+                start, end = trajectory.turn_spans[turn]
+                mask[start:end] = [0] * (end - start)
+        response_ids, mask, logprobs, images = fit_response(trajectory, mask, self.image_token)
+
+        extra_fields: dict[str, Any] = {
+            "pages_per_turn": trajectory.pages_per_turn,
+            "shown_pages": list(result.retrieved_page_ids),
+            "turn_actions": [record.action for record in result.turn_records],
+            "step_graph": result.step_graph.to_dict(),
+            "episode_status": result.status,
+            "episode_error": result.error or "",
+            "ggpo_pruned_turns": pruned,
+            RECORD_KEY: episode_record(result, settings.reward, vars(settings.judge)),
+            "turn_scores": [],
+            "tool_rewards": [],
+        }
+        if reward is not None:
+            parts = {"total": reward.total, "outcome": reward.outcome, "format": reward.format,
+                     "retrieval": reward.retrieval}
+            extra_fields["reward_parts"] = parts
+            extra_fields["reward_extra_info"] = {
+                **{f"vrag/{k}": float(v) for k, v in parts.items()},
+                "vrag/turns": float(len(trajectory.turn_spans)), "vrag/ggpo_pruned_turns": float(len(pruned)),
+                "vrag/answered": float(result.answered),
+            }
+        timings = result.timings
+        return AgentLoopOutput(
+            prompt_ids=list(trajectory.prompt_ids),
+            response_ids=response_ids,
+            response_mask=mask,
+            response_logprobs=logprobs,
+            multi_modal_data={"images": images} if images else {},
+            reward_score=None if reward is None else float(reward.total),
+            num_turns=2 * len(trajectory.turn_spans),  # the question, each model turn, each observation between
+            metrics=AgentLoopMetrics(generate_sequences=generate.generate_s,
+                                     tool_calls=timings.get("search_s", 0.0) + timings.get("image_s", 0.0)),
+            extra_fields=extra_fields,
+        )
