@@ -20,6 +20,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -48,6 +49,22 @@ def _text_index(workdir: Path) -> Path:
     return index_dir
 
 
+def _run_with_timeout(case, endpoint_url: str, search_url: str, state, args) -> list:
+    """`run_case` on a daemon thread: a hung public-API call is a failure to count, not the end of the run."""
+    from testkit.agent_fuzz import EpisodeOutcome, run_case
+
+    box: dict = {}
+    thread = threading.Thread(target=lambda: box.setdefault("outcomes", run_case(
+        case, endpoint_url, search_url, state, max_turns=args.max_turns, policy_retries=args.policy_retries)),
+        daemon=True)
+    thread.start()
+    thread.join(args.case_timeout)
+    if "outcomes" in box:
+        return box["outcomes"]
+    return [EpisodeOutcome(case.api, case.spec, case.kind, q, crash=f"hung for more than {args.case_timeout:.0f} s")
+            for q in case.questions]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=0)
@@ -57,11 +74,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "vrag_fuzz_agent")
     parser.add_argument("--json", type=Path, help="write every episode's outcome here")
+    parser.add_argument("--case-timeout", type=float, default=180.0,
+                        help="seconds before a public-API call counts as hung (its episodes count as crashed)")
+    parser.add_argument("--progress", action="store_true", help="print one line per case to stderr")
     args = parser.parse_args(argv)
 
     from search_engine.api import create_app as search_app
     from search_engine.engine import SearchEngine
-    from testkit.agent_fuzz import build_plan, run_case, summarise
+    from testkit.agent_fuzz import build_plan, summarise
     from testkit.loopback import LoopbackServer
     from testkit.malformed_openai import create_app as fuzz_app
 
@@ -74,9 +94,13 @@ def main(argv: list[str] | None = None) -> int:
     outcomes = []
     started = time.perf_counter()
     try:
-        for case in plan:
-            outcomes.extend(run_case(case, endpoint.url, search.url, state, max_turns=args.max_turns,
-                                     policy_retries=args.policy_retries))
+        for number, case in enumerate(plan, 1):
+            case_outcomes = _run_with_timeout(case, endpoint.url, search.url, state, args)
+            outcomes.extend(case_outcomes)
+            if args.progress:
+                bad = [o.crash or o.violations[0] for o in case_outcomes if not o.ok]
+                print(f"[{number}/{len(plan)}] {case.api} {case.spec}: {len(case_outcomes)} episodes, "
+                      f"{sum(o.elapsed_s for o in case_outcomes):.1f} s {bad[:1]}", file=sys.stderr, flush=True)
     finally:
         endpoint.stop()
         search.stop()

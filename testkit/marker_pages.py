@@ -36,16 +36,22 @@ def draw_page(text: str, squares: bool) -> Image.Image:
 
 
 def build_marker_engine(folder: Path, text_embedder=None):
-    """Ingest the two pages into `folder/index` (MiniLM text channel) and load a `SearchEngine` on it."""
+    """Ingest the two pages into `folder/index` (MiniLM text channel) and load a `SearchEngine` on it.
+
+    An index already complete there (its manifest is written last, atomically) is reused: mutation
+    testing points many short test sessions at one folder.
+    """
     from search_engine.embedders import load_text_embedder
     from search_engine.engine import SearchEngine
     from search_engine.ingest import Ingestor
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    embedder = text_embedder or load_text_embedder("minilm")  # loaded once, for ingestion and queries
+    if (folder / "index" / "manifest.json").exists():  # built before (a cache dir reused across sessions)
+        return SearchEngine.load(folder / "index", text_embedder=embedder)
     draw_page("ZEBRA MARKER PAGE", True).save(folder / "zebra.png")
     draw_page("GIRAFFE OTHER PAGE", False).save(folder / "giraffe.png")
-    embedder = text_embedder or load_text_embedder("minilm")  # loaded once, for ingestion and queries
     report = Ingestor(folder / "index", visual_model=None, text_model="minilm", text_embedder=embedder,
                       progress=False).add([folder / "zebra.png", folder / "giraffe.png"])
     if report.failed:

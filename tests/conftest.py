@@ -128,7 +128,8 @@ def marker_engine(tmp_path_factory):
     """Two drawn pages (`testkit.marker_pages`) with the MiniLM channel: seconds to build, pixels to check."""
     from testkit.marker_pages import build_marker_engine
 
-    return build_marker_engine(tmp_path_factory.mktemp("marker"))
+    cache = os.environ.get("VRAG_TEST_MARKER_DIR")  # set by scripts/mutation_agent.sh: one build, many sessions
+    return build_marker_engine(Path(cache) if cache else tmp_path_factory.mktemp("marker"))
 
 
 @pytest.fixture(scope="session")
