@@ -11,7 +11,7 @@
 # (default /tmp/vrag_mutation_agent), so the shared working tree is never touched, and prints
 # killed / survived / timeout / no-test counts and the kill rate per module. Each mutant runs
 # only the agent tests that cover the mutated function (mutmut's own selection) out of:
-# the parsing / geometry unit tests, the marker-page trajectory tests and the agent fuzz tests —
+# the parsing / geometry unit tests, the marker-page trajectory and loop-path tests and the agent fuzz tests —
 # the ones that need no OCR'd sample corpus, so a mutant costs seconds, not a minute (the two
 # 10-second sweeps over every malformed kind are left out here; the targeted fuzz tests stay).
 # Needs: pip install -c /work/helper_notes/constraints.txt mutmut  (3.x).
@@ -24,7 +24,8 @@ REF="${REF:-HEAD}"  # the commit whose code and tests are measured
 MODULES=(actions.py images.py loop.py page_images.py policies/openai_http.py step_graph.py result.py vrag.py)
 if [[ -n "${TESTS:-}" ]]; then read -r -a TESTS <<< "$TESTS"; else
   TESTS=(tests/unit/test_agent_parsing.py tests/unit/test_agent_geometry.py
-         tests/integration/test_agent_trajectory.py tests/fuzz/test_agent_fuzz.py)
+         tests/integration/test_agent_trajectory.py tests/integration/test_agent_loop_paths.py
+         tests/fuzz/test_agent_fuzz.py)
 fi
 
 rm -rf "$WORK"
