@@ -78,9 +78,26 @@ def test_history_and_settings(app_env, scripted_policy):
     app = app_env(policy)
     app.sidebar.slider(key="top_k").set_value(3)
     _ask(app, "first question")
+    app.sidebar.slider(key="top_k").set_value(2)
     _ask(app, "second question")
-    assert [h["question"] for h in app.session_state["history"]] == ["first question", "second question"]
+    history = app.session_state["history"]
+    assert [h["question"] for h in history] == ["first question", "second question"]
     assert len(app.expander) >= 2  # corpus panel + history entries
+    # the sidebar's top-k reached the search server: 3 hits for the first question, then 2
+    hits = [[e["hits"] for e in h["trajectory"] if e["type"] == "search_results"][0][0] for h in history]
+    assert [len(h) for h in hits] == [3, 2]
+
+
+def test_max_turns_setting_bounds_the_episode(app_env, scripted_policy):
+    """A policy that never answers: the slider's budget (2 turns, then the forced answer request) ends it."""
+    policy = scripted_policy(default=["<search>bicycle</search>", "<search>solar</search>", "<search>revenue</search>",
+                                      "<search>employees</search>", "<search>memo</search>"])
+    app = app_env(policy)
+    app.sidebar.slider(key="max_turns").set_value(2)
+    _ask(app, "a question nobody answers")
+    trajectory = app.session_state["history"][0]["trajectory"]
+    assert sum(e["type"] == "search" for e in trajectory) == 2  # not 5: the budget stopped the searching
+    assert trajectory[-1]["type"] == "finish"
 
 
 def test_corpus_panel_lists_documents(app_env, scripted_policy):

@@ -415,30 +415,33 @@ def test_runner_with_judge(serve_judge, tmp_path):
 # ------------------------------------------------------------------------------------------ cli
 
 
-def test_cli_runs_fake_agent(monkeypatch, tmp_path, sample_corpus, capsys):
-    import vrag_rl
+def test_cli_runs_the_real_agent_over_loopback(tmp_path, sample_corpus, scripted_policy, text_search_server,
+                                               monkeypatch, capsys):
+    """`vrag-eval` end to end: the real agent, a scripted policy and the search server on loopback sockets."""
     from vrag_rl.evaluation.cli import main
 
-    created = {}
-    questions = {qa.query: (qa.answer, []) for qa in sample_corpus.qa}
-
-    class FakeVRAG(FakeAgent):
-        def __init__(self, **kwargs):
-            created.update(kwargs)
-            super().__init__(questions, delay=0.0)
-
-    monkeypatch.setitem(vrag_rl.__dict__, "VRAG", FakeVRAG)  # setattr would import the real agent
-    monkeypatch.setenv("VRAG_SEARCH_URL", "http://search:8002")
+    examples = sample_corpus.qa[:5]
+    # every question: search it, then answer right; the last one never answers (the --max-turns budget ends it)
+    scripts = {qa.query: ["<search>" + qa.query + "</search>", f"<answer>{qa.answer}</answer>"] for qa in examples[:4]}
+    scripts[examples[4].query] = ["<search>" + examples[4].query + "</search>"]
+    policy_url = scripted_policy(scripts)
     monkeypatch.delenv("VRAG_MODEL", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    dataset = tmp_path / "five.json"
+    full = json.loads(sample_corpus.dataset_path.read_text())
+    rows = full["examples"] if isinstance(full, dict) else full
+    dataset.write_text(json.dumps([r for r in rows if r["query"] in scripts]))
     summary_path = tmp_path / "summary.json"
-    rc = main(["--dataset", str(sample_corpus.dataset_path), "--out", str(tmp_path / "e.jsonl"), "--summary",
-               str(summary_path), "--base-url", "http://policy:8001/v1", "--max-turns", "4", "--limit", "5",
+    rc = main(["--dataset", str(dataset), "--out", str(tmp_path / "e.jsonl"), "--summary", str(summary_path),
+               "--base-url", policy_url, "--search-url", text_search_server.url, "--max-turns", "3",
                "--no-progress"])
     assert rc == 0
-    assert created == {"base_url": "http://policy:8001/v1", "search_url": "http://search:8002", "max_turns": 4}
     summary = json.loads(summary_path.read_text())
-    assert summary["n_evaluated"] == 5 and summary["metrics"]["em"] == 1.0
+    assert summary["n_evaluated"] == 5 and summary["metrics"]["em"] == pytest.approx(0.8)
+    records = {r["query"]: r for r in read_records(tmp_path / "e.jsonl")}
+    for qa in examples[:4]:
+        assert records[qa.query]["em"] == 1.0 and records[qa.query]["turns"] == 2
+    assert records[examples[4].query]["em"] == 0.0 and records[examples[4].query]["turns"] == 4  # 3 + forced
     assert "em (%)" in capsys.readouterr().out
 
     assert main(["--dataset", str(tmp_path / "missing.json")]) == 2

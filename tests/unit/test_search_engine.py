@@ -48,24 +48,56 @@ def test_ocr_page_is_searchable(sample_engine):
     assert hits[0].page_id == "board_memo_scan_1"
 
 
+def _stored_vectors(engine: SearchEngine, channel: str) -> dict[str, np.ndarray]:
+    """Each page's stored vectors, read straight from the segment files the manifest names."""
+    manifest = Manifest.load(engine.index_dir)
+    pages = {}
+    for entry in manifest.documents.values():
+        segment = entry.segments[channel]
+        vectors = np.load(engine.index_dir / segment["file"]).astype(np.float32)
+        offsets = np.concatenate([[0], np.cumsum(segment["counts"])])
+        for i, page_id in enumerate(entry.page_ids):
+            pages[page_id] = vectors[offsets[i]:offsets[i + 1]]
+    return pages
+
+
 def test_visual_channel_through_colpali_engine(sample_engine):
-    """Tiny random ColQwen2: check plumbing and determinism, not quality."""
+    """Tiny random ColQwen2 ranks meaninglessly, but exactly: the engine's ranks and scores equal MaxSim
+    computed here from colpali-engine's query embedding and the stored page tokens, loop by loop."""
     first = sample_engine.search("revenue by region", top_k=5, channels=["visual"])
     again = sample_engine.search("revenue by region", top_k=5, channels=["visual"])
     assert [h.page_id for h in first] == [h.page_id for h in again]
-    assert len(first) == 5 and all(np.isfinite(h.score) for h in first)
-    assert [h.score for h in first] == sorted((h.score for h in first), reverse=True)
     assert [h.rank for h in first] == [1, 2, 3, 4, 5]
+    query = sample_engine.embedders["visual"].embed_queries(["revenue by region"])[0].astype(np.float64)
+    expected = {}
+    for page_id, tokens in _stored_vectors(sample_engine, "visual").items():
+        expected[page_id] = sum(max(float(q @ t) for t in tokens.astype(np.float64)) for q in query)
+    ranked = sorted(expected, key=lambda p: -expected[p])[:5]
+    assert [h.page_id for h in first] == ranked
+    for hit in first:
+        assert hit.score == pytest.approx(expected[hit.page_id], rel=2e-3, abs=2e-3)
 
 
 def test_hybrid_hits_carry_metadata_and_paths(sample_engine):
-    hits = sample_engine.search("Kestrel Ridge solar plant power", top_k=4)
+    query = "Kestrel Ridge solar plant power"
+    hits = sample_engine.search(query, top_k=4)
     assert len(hits) == 4
     for hit in hits:
         assert Path(hit.image_path).is_file()
         assert set(hit.metadata["channel_ranks"]) <= {"visual", "text", "bm25"}
         assert hit.metadata["width"] > 0
     assert set(sample_engine.stats()["channels"]) == {"visual", "text", "bm25"}
+    # the fused order, derived by hand from each channel's own ranking: score = sum of 1 / (60 + rank)
+    fused: dict[str, float] = {}
+    for channel in ("visual", "text", "bm25"):
+        for hit in sample_engine.search(query, top_k=50, channels=[channel]):
+            fused[hit.page_id] = fused.get(hit.page_id, 0.0) + 1.0 / (60 + hit.rank)
+            if hit.page_id in {h.page_id for h in hits}:
+                assert next(h for h in hits if h.page_id == hit.page_id).metadata["channel_ranks"][channel] == hit.rank
+    expected = sorted(fused, key=lambda p: (-fused[p], list(sample_engine._state.page_ids).index(p)))[:4]
+    assert [h.page_id for h in hits] == expected
+    assert [h.score for h in hits] == pytest.approx([fused[p] for p in expected], rel=1e-9)
+    assert hits[0].page_id.startswith("solar_energy_brief")
 
 
 def test_batch_search_equals_single_searches(sample_engine, sample_corpus):
@@ -231,6 +263,11 @@ def test_image_folder_and_single_vector_visual_embedder(tmp_path, tiny_qwen25vl_
     assert engine.stats()["channels"] == ["visual"]
     hits = engine.search("red slide", top_k=3)
     assert sorted(h.page_id for h in hits) == ["slide_0_1", "slide_1_1", "slide_2_1"]
+    # ranks and scores are the inner products of the query vector with the stored page vectors
+    query = engine.embedders["visual"].embed_queries(["red slide"])[0][0].astype(np.float64)
+    expected = {p: float(v[0].astype(np.float64) @ query) for p, v in _stored_vectors(engine, "visual").items()}
+    assert [h.page_id for h in hits] == sorted(expected, key=lambda p: -expected[p])
+    assert [h.score for h in hits] == pytest.approx([expected[h.page_id] for h in hits], rel=1e-4, abs=1e-5)
 
 
 def test_upstream_node_files_import_and_search(tmp_path, shared_corpus_dir):
