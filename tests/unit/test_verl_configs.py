@@ -89,6 +89,7 @@ def test_config_composes_and_validates_against_verl(name):
     assert cfg.actor_rollout_ref.model.external_lib == "vrag_rl.verl_plugins"
     assert built["algorithm"].adv_estimator == settings.algorithm == name.split("_")[0]
     assert cfg.reward.custom_reward_function.path == "vrag_rl/verl_plugins/reward.py"
+    assert (CONFIG_DIR.parents[1] / cfg.reward.custom_reward_function.path).is_file()
     if name.startswith("ggpo"):
         assert built["actor"].policy_loss.loss_mode == "gspo"
         assert built["actor"].loss_agg_mode == "seq-mean-token-mean"
@@ -137,6 +138,8 @@ def test_typos_and_contradictions_fail_loudly():
         plugin_settings(_edited("grpo_qwen2_5_vl_7b", algorithm__adv_estimator="ggpo"))
     with pytest.raises(PluginSettingsError, match="max_model_len"):
         plugin_settings(_edited("grpo_qwen2_5_vl_7b", data__max_response_length=16384))
+    with pytest.raises(PluginSettingsError, match="score_in_loop"):
+        plugin_settings(_edited("ggpo_qwen2_5_vl_7b", vrag__score_in_loop=False))
     with pytest.raises(PluginSettingsError, match="weights"):
         plugin_settings(_edited("grpo_qwen2_5_vl_7b", vrag__reward__outcome=-1))
     bad_batch = _edited("grpo_qwen2_5_vl_7b", actor_rollout_ref__actor__ppo_mini_batch_size=64)  # > 32 prompts
