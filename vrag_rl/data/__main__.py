@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from vrag_rl.data.verl_parquet import (
     AGENT_NAME,
@@ -48,8 +49,6 @@ def main(argv: list[str] | None = None) -> int:
         rows: list = []
         skipped: list[str] = []
         for path in args.inputs:
-            from pathlib import Path
-
             source = args.data_source or Path(path).stem
             converted, report = convert_records(_read_raw(Path(path)), source, args.split, args.agent_name,
                                                 args.skip_bad, not args.allow_no_pages, source=path,
