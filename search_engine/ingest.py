@@ -108,11 +108,16 @@ class Ingestor:
     def __init__(self, index_dir: str | Path, visual_model: str | None = AUTO, text_model: str | None = AUTO, *,
                  visual_embedder: Embedder | None = None, text_embedder: Embedder | None = None,
                  device: str = "auto", dpi: int = 144, max_side: int = 1600, ocr: bool = True,
-                 chunk_pages: int = 16, jpeg_quality: int = 90, progress: bool = True,
+                 ocr_lang: str | None = None, chunk_pages: int = 16, jpeg_quality: int = 90, progress: bool = True,
                  progress_callback: ProgressCallback | None = None, embed_batch_size: int = 4, video: VideoOptions | None = None):
         self.index_dir = Path(index_dir)
         self.video = video  # videos: segment length, fps, frame cap (None: VideoOptions() defaults)
         self.dpi, self.max_side, self.ocr = dpi, max_side, ocr
+        if ocr:  # a language pack that is not installed fails here, before any page is rendered
+            from search_engine.text_extraction import resolve_ocr_lang
+
+            ocr_lang = resolve_ocr_lang(ocr_lang)
+        self.ocr_lang = ocr_lang
         self.chunk_pages, self.jpeg_quality = chunk_pages, jpeg_quality
         self.progress, self.progress_callback = progress, progress_callback
         self.device, self.embed_batch_size = device, embed_batch_size
@@ -353,7 +358,7 @@ class Ingestor:
                 text, text_source = rendered.text, "ocr" if rendered.text else ""
             elif embedders.get("text") is not None:
                 layer = texts[rendered.page_number - 1] if texts and rendered.page_number <= len(texts) else ""
-                text, text_source = page_text(layer, rendered.image, ocr=self.ocr)
+                text, text_source = page_text(layer, rendered.image, ocr=self.ocr, ocr_lang=self.ocr_lang)
             records.append(PageRecord(page_id=page_id, doc_id=doc_id, page_number=rendered.page_number,
                                       image_path=rel.as_posix(), width=rendered.width, height=rendered.height,
                                       source_path=str(path.resolve()), text=text, text_source=text_source,

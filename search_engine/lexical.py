@@ -1,23 +1,65 @@
-"""BM25 over page text: exact-term matching (names, numbers, codes) that dense embedders blur."""
+"""BM25 over page text: exact-term matching (names, numbers, codes) that dense embedders blur.
+
+Tokens are lowercased Latin words and numbers, and for Chinese, Japanese and Korean text (written
+without spaces) overlapping character bigrams — the scheme of Lucene's CJKAnalyzer, which needs no
+dictionary and matches any word of two or more characters, including names a segmenter such as
+jieba has never seen. A lone CJK character between non-CJK text is kept as a unigram. The same
+tokenizer serves the rule-based stand-in policy's line matching (`vrag_rl.policy_server.rule_based`).
+"""
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-_TOKEN = re.compile(r"[0-9a-z]+(?:[.,][0-9]+)*")
+# Han (incl. extension A), kana, Hangul syllables: scripts written without spaces between words.
+CJK_CHARS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
+_CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
+_TOKEN = re.compile(f"[0-9a-z]+(?:[.,][0-9]+)*|[{CJK_CHARS}]+")
 STOPWORDS = frozenset(
     "a an and are as at be by did do does for from had has have how in is it its of on or the this to was "
     "were what when where which who why with according".split()
 )
+# Chinese function words and question words: dropped before bigramming so that "什么" or "多少"
+# in a question does not match every page that happens to contain them.
+CJK_STOP_PHRASES = ("什么", "哪些", "哪个", "哪一", "多少", "如何", "怎么", "怎样", "为什么", "是否", "是多少", "请问")
+CJK_STOP_CHARS = frozenset("的了是在和与及或其吗呢么哪吧啊这那")
+
+
+def has_cjk(text: str) -> bool:
+    """Whether any character is Chinese, Japanese or Korean (decides tokenisation and OCR fallbacks)."""
+    return bool(_CJK_RUN.search(text))
+
+
+def cjk_bigrams(run: str) -> list[str]:
+    """Overlapping character bigrams of one CJK run; question and function words split the run (no
+    bigram spans them) and a lone character between them stays as a unigram."""
+    for phrase in CJK_STOP_PHRASES:
+        run = run.replace(phrase, " ")
+    run = "".join(" " if c in CJK_STOP_CHARS else c for c in run)
+    tokens: list[str] = []
+    for part in run.split():
+        if len(part) == 1:
+            tokens.append(part)
+        tokens.extend(part[i : i + 2] for i in range(len(part) - 1))
+    return tokens
 
 
 def tokenize(text: str) -> list[str]:
-    return [t for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS]
+    """Lowercased Latin words and numbers without stopwords, plus CJK character bigrams, in text order."""
+    tokens: list[str] = []
+    for token in _TOKEN.findall(text.lower()):
+        if _CJK_RUN.fullmatch(token):
+            tokens.extend(cjk_bigrams(token))
+        elif token not in STOPWORDS:
+            tokens.append(token)
+    return tokens
 
 
 class BM25Channel:
+    """rank_bm25's Okapi BM25 over the pages' text, tokenised by `tokenize`."""
+
     def __init__(self, texts: Sequence[str]):
         from rank_bm25 import BM25Okapi
 
@@ -27,6 +69,7 @@ class BM25Channel:
         self.has_text = any(t.strip() for t in texts)
 
     def score(self, queries: Sequence[str]) -> np.ndarray:
+        """(queries, pages) BM25 scores."""
         if self._bm25 is None:
             return np.zeros((len(queries), 0), np.float32)
         return np.stack([np.asarray(self._bm25.get_scores(tokenize(q)), np.float32) for q in queries])

@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
@@ -16,18 +16,71 @@ from search_engine.corpus import DocumentError
 os.environ.setdefault("OMP_THREAD_LIMIT", "1")
 
 TESSERACT_HINT = "OCR needs the tesseract binary: apt-get install tesseract-ocr tesseract-ocr-eng"
+# Languages tried, in this order, when the OCR language is "auto" and English reads poorly.
+AUTO_FALLBACK_LANGS = ("chi_sim", "chi_tra", "jpn", "kor")
+# Mean word confidence (0-100) under which an English reading is taken for the wrong script:
+# on upstream's example corpus English slides read at 69-94, Chinese slides read as English at 18-53.
+AUTO_MIN_CONFIDENCE = 60.0
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af\u3000-\u303f\uff00-\uffef"
+_CJK_GAP = re.compile(f"(?<=[{_CJK}]) +(?=[{_CJK}])")
+
+
+@dataclass
+class OcrWord:
+    """One word tesseract read, with its box in image pixels."""
+
+    text: str
+    box: tuple[int, int, int, int]
 
 
 @dataclass
 class OcrLine:
+    """One printed line: its text, box (x1, y1, x2, y2 in image pixels), mean confidence and words."""
+
     text: str
     box: tuple[int, int, int, int]  # x1, y1, x2, y2 in image pixels
     confidence: float = 0.0  # mean word confidence, 0-100
+    words: list[OcrWord] = field(default_factory=list)
 
 
 def _normalise(text: str) -> str:
-    """One space between words: embedders and BM25 gain nothing from layout whitespace."""
-    return re.sub(r"\s+", " ", text).strip()
+    """One space between words, none between CJK characters (tesseract puts spaces between Chinese
+    characters; they would break words apart for BM25 and the embedder)."""
+    return _CJK_GAP.sub("", re.sub(r"\s+", " ", text)).strip()
+
+
+def installed_ocr_langs() -> list[str]:
+    """The tesseract language packs installed here (`tesseract --list-langs`)."""
+    return [lang for lang in _installed_langs() if lang != "osd"]
+
+
+@functools.cache
+def _installed_langs() -> tuple[str, ...]:
+    return tuple(_tesseract().get_languages(config=""))
+
+
+def resolve_ocr_lang(lang: str | None = None) -> str:
+    """The OCR language setting: `lang`, else env VRAG_OCR_LANG, else "auto".
+
+    "auto" reads with English first and, when that reads poorly (mean confidence under
+    AUTO_MIN_CONFIDENCE), with each installed language of AUTO_FALLBACK_LANGS plus English, keeping
+    the most confident reading. An explicit tesseract spec ("chi_sim+eng", "deu") is used as is, and
+    a language that is not installed is a clear error (tesseract's own message is obscure).
+    """
+    lang = (lang or os.environ.get("VRAG_OCR_LANG") or "auto").strip()
+    if lang == "auto":
+        return lang
+    missing = [part for part in lang.split("+") if part not in _installed_langs()]
+    if missing:
+        packages = " ".join("tesseract-ocr-" + m.replace("_", "-").lower() for m in missing)
+        raise ValueError(f"OCR language(s) {', '.join(missing)} not installed (have: "
+                         f"{', '.join(installed_ocr_langs())}); apt-get install {packages}")
+    return lang
+
+
+def _auto_fallbacks() -> list[str]:
+    have = set(_installed_langs())
+    return [f"{lang}+eng" if "eng" in have else lang for lang in AUTO_FALLBACK_LANGS if lang in have]
 
 
 def pdf_page_texts(path: str | Path) -> list[str]:
@@ -63,16 +116,18 @@ def _tesseract() -> ModuleType:
     return _checked_tesseract()
 
 
-def ocr_image(image: Image.Image, lang: str = "eng") -> str:
-    """All text tesseract reads on the image, whitespace-normalised."""
-    return _normalise(_tesseract().image_to_string(image.convert("RGB"), lang=lang))
+def ocr_image(image: Image.Image, lang: str | None = None) -> str:
+    """All text tesseract reads on the image in reading order, whitespace-normalised (`lang`: see
+    `resolve_ocr_lang`)."""
+    return " ".join(line.text for line in _ocr(image, lang))
 
 
 def _group_words(data: dict[str, list]) -> dict[tuple[int, int, int], list[int]]:
-    """Word indices per (block, paragraph, line): tesseract's own notion of a printed line."""
+    """Word indices per (block, paragraph, line): tesseract's own notion of a printed line. Table
+    rules that tesseract reads as a lone "|" are not words."""
     groups: dict[tuple[int, int, int], list[int]] = {}
     for i, word in enumerate(data["text"]):
-        if not str(word).strip() or float(data["conf"][i]) < 0:
+        if not str(word).strip(" |") or float(data["conf"][i]) < 0:
             continue
         groups.setdefault((data["block_num"][i], data["par_num"][i], data["line_num"][i]), []).append(i)
     return groups
@@ -80,25 +135,74 @@ def _group_words(data: dict[str, list]) -> dict[tuple[int, int, int], list[int]]
 
 def _line(data: dict[str, list], indices: list[int]) -> OcrLine:
     indices = sorted(indices, key=lambda i: data["left"][i])  # words left to right
-    x1 = min(data["left"][i] for i in indices)
-    y1 = min(data["top"][i] for i in indices)
-    x2 = max(data["left"][i] + data["width"][i] for i in indices)
-    y2 = max(data["top"][i] + data["height"][i] for i in indices)
-    text = " ".join(str(data["text"][i]).strip() for i in indices)
+    words = [OcrWord(str(data["text"][i]).strip(), (int(data["left"][i]), int(data["top"][i]),
+                                                   int(data["left"][i] + data["width"][i]),
+                                                   int(data["top"][i] + data["height"][i]))) for i in indices]
+    x1 = min(w.box[0] for w in words)
+    y1 = min(w.box[1] for w in words)
+    x2 = max(w.box[2] for w in words)
+    y2 = max(w.box[3] for w in words)
+    text = _normalise(" ".join(w.text for w in words))
     confidence = sum(float(data["conf"][i]) for i in indices) / len(indices)
-    return OcrLine(text, (int(x1), int(y1), int(x2), int(y2)), confidence)
+    return OcrLine(text, (x1, y1, x2, y2), confidence, words)
 
 
-def ocr_lines(image: Image.Image, lang: str = "eng") -> list[OcrLine]:
-    """Text lines with their boxes, top to bottom, so callers can find *where* something is printed."""
+def _read_lines(image: Image.Image, lang: str) -> list[OcrLine]:
+    """Lines in tesseract's reading order (block by block, so columns stay apart)."""
     pytesseract = _tesseract()
-    data = pytesseract.image_to_data(image.convert("RGB"), lang=lang, output_type=pytesseract.Output.DICT)
-    lines = [_line(data, indices) for indices in _group_words(data).values()]
-    lines.sort(key=lambda line: (line.box[1], line.box[0]))
-    return lines
+    data = pytesseract.image_to_data(image, lang=lang, output_type=pytesseract.Output.DICT)
+    return [_line(data, indices) for indices in _group_words(data).values()]
 
 
-def page_text(pdf_text: str, image: Image.Image | None, ocr: bool = True, min_chars: int = 20) -> tuple[str, str]:
+def mean_confidence(lines: list[OcrLine]) -> float:
+    """Word-weighted mean confidence of a reading (0 when nothing was read)."""
+    words = sum(len(line.words) or 1 for line in lines)
+    return sum(line.confidence * (len(line.words) or 1) for line in lines) / words if words else 0.0
+
+
+def ocr_lines(image: Image.Image, lang: str | None = None, scale: float = 1.0) -> list[OcrLine]:
+    """Text lines with their boxes, top to bottom, so callers can find *where* something is printed.
+
+    `lang` is a tesseract language spec or "auto" (see `resolve_ocr_lang`; default env VRAG_OCR_LANG,
+    else "auto"). `scale` > 1 reads an enlarged copy (tesseract misses text under ~10 px high) and
+    maps the boxes back to `image`'s pixels.
+    """
+    if scale != 1.0:
+        size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
+        lines = _ocr(image.convert("RGB").resize(size, Image.Resampling.LANCZOS), lang)
+        for line in lines:
+            line.box = _scaled(line.box, 1 / scale)
+            for word in line.words:
+                word.box = _scaled(word.box, 1 / scale)
+    else:
+        lines = _ocr(image, lang)
+    return sorted(lines, key=lambda line: (line.box[1], line.box[0]))
+
+
+def _scaled(box: tuple[int, int, int, int], factor: float) -> tuple[int, int, int, int]:
+    return (int(box[0] * factor), int(box[1] * factor), int(round(box[2] * factor)), int(round(box[3] * factor)))
+
+
+def _ocr(image: Image.Image, lang: str | None) -> list[OcrLine]:
+    """Lines in reading order, in the configured language or the most confident automatic one."""
+    lang = resolve_ocr_lang(lang)
+    rgb = image.convert("RGB")
+    if lang != "auto":
+        return _read_lines(rgb, lang)
+    best = _read_lines(rgb, "eng") if "eng" in _installed_langs() else []
+    best_confidence = mean_confidence(best)
+    if best and best_confidence >= AUTO_MIN_CONFIDENCE:
+        return best
+    for fallback in _auto_fallbacks():
+        lines = _read_lines(rgb, fallback)
+        confidence = mean_confidence(lines)
+        if confidence > best_confidence:
+            best, best_confidence = lines, confidence
+    return best
+
+
+def page_text(pdf_text: str, image: Image.Image | None, ocr: bool = True, min_chars: int = 20,
+              ocr_lang: str | None = None) -> tuple[str, str]:
     """(text, source): the text layer when it has real content, else OCR of the page image.
 
     A layer under `min_chars` non-space characters is usually a scan with a page number or a stray
@@ -109,7 +213,7 @@ def page_text(pdf_text: str, image: Image.Image | None, ocr: bool = True, min_ch
     if len(layer.replace(" ", "")) >= min_chars:
         return layer, "pdf"
     if ocr and image is not None:
-        text = ocr_image(image)
+        text = ocr_image(image, ocr_lang)
         if text:
             return text, "ocr"
     return (layer, "pdf") if layer else ("", "")

@@ -29,15 +29,15 @@ from vrag_rl.policy_server.protocol import (
     apply_stop,
     decode_data_url,
 )
-from vrag_rl.policy_server.scripted import (
-    NOT_FOUND,
+from search_engine.text_extraction import OcrLine
+from vrag_rl.policy_server.rule_based import (
+    Evidence,
     RuleBasedBackend,
-    ScriptedBackend,
-    answer_from_line,
-    best_line,
+    candidate_units,
     content_terms,
-    OcrLine,
+    extract_answer,
 )
+from vrag_rl.policy_server.scripted import NOT_FOUND, ScriptedBackend
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "test-key"
@@ -397,16 +397,17 @@ def test_rule_based_bad_image_is_400(rule_server):
 
 
 def test_line_matching_rules():
-    terms = content_terms("What satisfaction score did the Riverside district get?")
-    assert terms == ["satisfaction", "score", "riverside", "district"]
-    lines = [OcrLine("District Score", (0, 0, 10, 10)), OcrLine("Riverside 7.4", (0, 20, 10, 30)),
-             OcrLine("Northbank 8.1", (0, 40, 10, 50))]
-    # a line made only of question words (a header) cannot hold the answer
-    assert best_line(lines, terms).text == "Riverside 7.4"
-    tie = [OcrLine("plant one 410", (0, 0, 1, 1)), OcrLine("plant two 260", (0, 9, 1, 10))]
-    assert best_line(tie, content_terms("Which plant?")).text == "plant one 410"  # ties → the higher line
-    assert best_line(lines, content_terms("zebra")) is None
-    assert answer_from_line("Riverside 7.4", "What score did Riverside get?") == "7.4"
-    assert answer_from_line("The Kestrel Ridge plant produces 410 MW.",
-                            "How much power does the Kestrel Ridge solar plant produce?") == "410 MW."
-    assert answer_from_line("Kestrel Ridge", "Kestrel Ridge?") == "Kestrel Ridge"
+    """Evidence by meaning and terms, answers as a value or the whole line (more in test_rule_based_reader)."""
+    question = "What satisfaction score did the Riverside district get?"
+    assert content_terms(question) == ["satisfaction", "score", "riverside", "district"]
+    lines = [OcrLine("District Score", (0, 0, 100, 10)), OcrLine("Riverside 7.4", (0, 20, 100, 30)),
+             OcrLine("Northbank 8.1", (0, 40, 100, 50))]
+    backend = RuleBasedBackend(embedder=None)
+    best = backend.scorer.rank(question, candidate_units(lines))[0]
+    # a line made only of question words (a header) cannot hold the answer; the row does, read with its header
+    assert best.text == "Riverside 7.4" and best.context.text == "District Score"
+    assert extract_answer(best, question, lines) == "7.4"
+    assert backend.scorer.rank("zebra", candidate_units(lines)) == []
+    line = Evidence([OcrLine("The Kestrel Ridge plant produces 410 MW.", (0, 0, 1, 1))])
+    assert extract_answer(line, "How much power does the Kestrel Ridge solar plant produce?") == "410 MW"
+    assert extract_answer(line, "Which plant is in Kestrel Ridge?") == "The Kestrel Ridge plant produces 410 MW."

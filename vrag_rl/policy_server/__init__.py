@@ -11,7 +11,7 @@ _EXPORTS = {
     "create_app": "vrag_rl.policy_server.app",
     "Backend": "vrag_rl.policy_server.app",
     "ScriptedBackend": "vrag_rl.policy_server.scripted",
-    "RuleBasedBackend": "vrag_rl.policy_server.scripted",
+    "RuleBasedBackend": "vrag_rl.policy_server.rule_based",
     "TransformersBackend": "vrag_rl.policy_server.transformers_backend",
     "ChatCompletionRequest": "vrag_rl.policy_server.protocol",
     "ChatMessage": "vrag_rl.policy_server.protocol",

@@ -66,7 +66,7 @@ def build_app(args: argparse.Namespace):
         backend = VimRAGRuleBasedBackend()
         name = args.served_model_name or "vimrag-rule-based"
     else:
-        from vrag_rl.policy_server.scripted import RuleBasedBackend
+        from vrag_rl.policy_server.rule_based import RuleBasedBackend
 
         backend = RuleBasedBackend()
         name = args.served_model_name or "rule-based"
