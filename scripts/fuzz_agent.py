@@ -16,6 +16,7 @@ and this script); it uses only the public API that existed before the Policy ref
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import sys
@@ -49,6 +50,17 @@ def _text_index(workdir: Path) -> Path:
     return index_dir
 
 
+def _parse_bench() -> None:
+    """Seconds `parse_reply` takes on the huge replies (issue 11: 5 s and 12.6 s with the quadratic parser)."""
+    from vrag_rl.agent.actions import parse_reply
+
+    for name, text in (("64 KB of <search>", "<search>" * 8192), ("128 KB of <search>", "<search>" * 16384),
+                       ("128 KB <answer><search>x</search>", "<think>" + "<answer><search>x</search>" * 5000)):
+        started = time.perf_counter()
+        parsed = parse_reply(text)
+        print(f"parse_reply({name}): {time.perf_counter() - started:.3f} s -> {parsed.kind}", flush=True)
+
+
 def _run_with_timeout(case, endpoint_url: str, search_url: str, state, args) -> list:
     """`run_case` on a daemon thread: a hung public-API call is a failure to count, not the end of the run."""
     from testkit.agent_fuzz import EpisodeOutcome, run_case
@@ -77,6 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--case-timeout", type=float, default=180.0,
                         help="seconds before a public-API call counts as hung (its episodes count as crashed)")
     parser.add_argument("--progress", action="store_true", help="print one line per case to stderr")
+    parser.add_argument("--exclude-kinds", default="", help="comma-separated fnmatch patterns of kinds to leave out "
+                        "(e.g. 'huge_*' for code whose quadratic parser would take minutes on them)")
+    parser.add_argument("--parse-bench", action="store_true",
+                        help="also time parse_reply on the 64 KB / 128 KB replies, in this process")
     args = parser.parse_args(argv)
 
     from search_engine.api import create_app as search_app
@@ -91,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     endpoint = LoopbackServer(endpoint_app).start()
     state = endpoint_app.state.fuzz
     plan = build_plan(args.seed, mix_cases=args.mix, batch_size=args.batch_size)
+    excluded = [p for p in args.exclude_kinds.split(",") if p]
+    plan = [c for c in plan if not any(fnmatch.fnmatch(c.kind, p) for p in excluded)]
+    if args.parse_bench:
+        _parse_bench()
     outcomes = []
     started = time.perf_counter()
     try:

@@ -15,9 +15,10 @@ What to serve is named in the URL, so one server handles many episodes at once, 
   the episodes of one batch differ.
 
 The turn is the number of assistant messages in the request plus one; the episode is the
-`[fuzz ...]` tag of the first user message (else that whole message), so the per-episode request count in `FuzzState.requests` is exact
-even when a batch of episodes shares one URL. `/fz/<spec>/v1/models` lists one model, except for
-spec ``k.models_malformed``, where it answers one of several malformed bodies.
+`[fuzz ...]` tag of the first user message (else that whole message), so the per-episode request
+count in `FuzzState.requests` is exact even when a batch of episodes shares one URL.
+`/fz/<spec>/v1/models` lists one model, except for spec ``k.models_malformed``, where it answers
+one of several malformed bodies.
 """
 from __future__ import annotations
 
@@ -57,6 +58,18 @@ def _ok(text: str, **kwargs: Any) -> Response:
     return JSONResponse(_completion(text, **kwargs))
 
 
+class _BrokenBody(Response):
+    """Promises 100 kB, sends a few bytes and ends: the connection breaks mid-body."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    async def __call__(self, scope, receive, send) -> None:
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"100000")]})
+        await send({"type": "http.response.body", "body": b'{"choices": [{"message": ', "more_body": False})
+
+
 def _deep(depth: int) -> str:
     return "[" * depth + "]" * depth
 
@@ -75,6 +88,9 @@ MALFORMED_KINDS: dict[str, Builder] = {
     "sse": lambda r, t: _raw('data: {"choices": [{"delta": {"content": "<answer>x</answer>"}}]}\n\ndata: [DONE]\n\n',
                              "text/event-stream"),
     "no_content_204": lambda r, t: Response(status_code=204),
+    "oversized_body": lambda r, t: _raw('{"choices": [{"message": {"content": "' + "<search>x</search>" * 500_000
+                                        + '"}}]}'),  # 9 MB, over the adapter's 8 MiB cap
+    "broken_body": lambda r, t: _BrokenBody(),
     # the object has the wrong shape
     "choices_dict": lambda r, t: JSONResponse({**_completion("<answer>x</answer>"), "choices": {"0": {}}}),
     "choices_null_item": lambda r, t: JSONResponse({**_completion("<answer>x</answer>"), "choices": [None]}),

@@ -93,7 +93,8 @@ def test_every_malformed_kind_through_the_public_apis(form, endpoint, remote_sea
                 "choices_dict": "no `choices`", "choices_empty": "no `choices`", "message_null": "`message`",
                 "choices_null_item": "not an object", "choice_without_message": "`message`",
                 "content_int": "content is a int", "content_dict": "content is a dict",
-                "content_list": "content is a list", "redirect_loop": "answered 307"}
+                "content_list": "content is a list", "redirect_loop": "answered 307",
+                "oversized_body": "larger than 8388608 bytes", "broken_body": "broke off its response"}
     for kind, reason in expected.items():
         if kind in by_kind:
             assert reason in by_kind[kind].error, (kind, by_kind[kind].error)

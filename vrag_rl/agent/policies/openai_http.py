@@ -12,6 +12,8 @@ module adds, and why:
   `PolicyError` with a short reason, never an `AttributeError` escaping the agent. (The client's
   own parsing raised JSONDecodeError, UnicodeDecodeError, RecursionError, AttributeError and
   TypeError on such bodies: 26% of fuzzed episodes crashed.)
+- The body is read in chunks and refused past `MAX_RESPONSE_BYTES`, so memory stays bounded
+  whatever an endpoint sends; a connection that breaks mid-body is a `PolicyError` too.
 - Redirects are not followed: a redirect loop cost 85 requests in one episode; a policy endpoint
   has no reason to redirect a POST.
 - Lone surrogates in a reply are replaced, so the next request can still be encoded.
@@ -25,6 +27,7 @@ import json
 import threading
 from typing import Any
 
+import httpx
 from cachetools import LRUCache
 from PIL import Image
 
@@ -136,17 +139,43 @@ class OpenAIPolicy:
             # The client's documented raw-request path: same retries, auth and error mapping as
             # `chat.completions.create`, without its recursive TypedDict transform of the messages
             # (4.5 ms CPU per call with a few images: more than all the rest of a turn).
-            body = await self._client.post("/chat/completions", body=payload, cast_to=bytes)
+            # `stream=True` hands back the response unread, so its size is checked while reading.
+            response = await self._client.post("/chat/completions", body=payload, cast_to=httpx.Response,
+                                               stream=True)
         except self._openai.APIStatusError as exc:
-            raise PolicyError(f"policy endpoint {self.base_url} answered {exc.status_code}: {_status_detail(exc)}") from exc
+            raise PolicyError(f"policy endpoint {self.base_url} answered {exc.status_code}: "
+                              f"{_status_detail(exc)}") from exc
         except self._openai.APIConnectionError as exc:
             raise PolicyError(f"policy endpoint {self.base_url} unreachable: {exc}") from exc
         except self._openai.OpenAIError as exc:
             raise PolicyError(f"policy call failed: {exc}") from exc
-        return parse_chat_completion(body)
+        return parse_chat_completion(await _read_capped(response, MAX_RESPONSE_BYTES, self.base_url))
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+async def _read_capped(response: Any, limit: int, base_url: str) -> bytes:
+    """The body, read chunk by chunk and refused as soon as it passes `limit` bytes.
+
+    Why: reading first and measuring after would let an endpoint that sends gigabytes fill the
+    agent's memory before the size check ran. A connection that breaks mid-body (or a body that
+    cannot be decoded) is the endpoint's failure too: a `PolicyError`, not an HTTP library error.
+    """
+    buffer = bytearray()
+    try:
+        async for chunk in response.aiter_bytes():
+            buffer += chunk
+            if len(buffer) > limit:
+                raise PolicyError(f"policy response is larger than {limit} bytes")
+    except PolicyError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - httpx read/decoding errors, whatever the transport raised
+        raise PolicyError(f"policy endpoint {base_url} broke off its response: "
+                          f"{exc.__class__.__name__}: {exc}"[:500]) from exc
+    finally:
+        await response.aclose()
+    return bytes(buffer)
 
 
 def parse_chat_completion(body: bytes) -> PolicyReply:
