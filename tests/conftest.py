@@ -83,11 +83,18 @@ def search_server(sample_engine):
 
 
 @pytest.fixture(scope="session")
-def text_index(tmp_path_factory, sample_corpus) -> Path:
-    """The sample corpus with the CPU channels only (MiniLM + BM25): what the demo uses without a GPU."""
+def text_index(tmp_path_factory, request) -> Path:
+    """The sample corpus with the CPU channels only (MiniLM + BM25): what the demo uses without a GPU.
+
+    `VRAG_TEST_TEXT_INDEX_DIR` (set by scripts/mutation_agent.sh) keeps it in one folder across sessions.
+    """
     from search_engine.ingest import Ingestor
 
-    index_dir = tmp_path_factory.mktemp("index") / "text"
+    cache = os.environ.get("VRAG_TEST_TEXT_INDEX_DIR")
+    if cache and (Path(cache) / "manifest.json").exists():
+        return Path(cache)
+    sample_corpus = request.getfixturevalue("sample_corpus")
+    index_dir = Path(cache) if cache else tmp_path_factory.mktemp("index") / "text"
     report = Ingestor(index_dir, visual_model=None, text_model="minilm", progress=False).add(sample_corpus.files)
     assert not report.failed, report.failed
     return index_dir
