@@ -14,6 +14,7 @@ other client fetches `image_url`. `serve` turns it on by default only for loopba
 """
 
 import argparse
+import dataclasses
 import io
 import logging
 import os
@@ -49,7 +50,7 @@ from search_engine.http_guard import (
     keys_match,
     validation_error_body,
 )
-from search_engine.types import ID_PATTERN
+from search_engine.types import ID_PATTERN, page_image_url
 
 log = logging.getLogger("search_engine.api")
 
@@ -116,10 +117,8 @@ def create_app(engine: SearchEngine | None = None, index_dir: str | None = None,
         metadata = dict(hit.metadata)
         if "source_path" in metadata:
             metadata["source_path"] = shown(str(metadata["source_path"]))
-        return Hit(rank=hit.rank, page_id=hit.page_id, doc_id=hit.doc_id, page_number=hit.page_number,
-                   score=hit.score, image_url=f"/pages/{hit.page_id}/image",
-                   image_path=hit.image_path if expose_paths else "", metadata=metadata,
-                   **Hit.item_fields(metadata))
+        return dataclasses.replace(hit, image_url=page_image_url(hit.page_id),
+                                   image_path=hit.image_path if expose_paths else "", metadata=metadata)
 
     async def run_search(engine: SearchEngine, queries: list[str], top_k: int, doc_ids: list[str] | None,
                          channels: list[str] | None = None):

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 
 from search_engine.engine import MAX_QUERY_CHARS, MAX_TOP_K
 from search_engine.http_guard import has_lone_surrogate
-from search_engine.types import ID_PATTERN
+from search_engine.types import ID_PATTERN, SearchHit
 
 MAX_QUERIES = 64
 MAX_DOC_IDS = 1000
@@ -50,29 +50,9 @@ class SearchRequest(BaseModel):
         return check_queries(queries)
 
 
-class Hit(BaseModel):
-    """One ranked page. `image_path` is the file on the server's machine, or "" unless the operator
-    runs the server with --expose-paths (clients fetch `image_url` instead)."""
-
-    rank: int
-    page_id: str
-    doc_id: str
-    page_number: int
-    score: float
-    image_url: str
-    image_path: str
-    metadata: dict[str, Any]
-    kind: Literal["page", "video_segment"] = Field("page", description="a document page, or a segment of a "
-                                                   "video (its frames and their times are in metadata)")
-    start_s: float | None = Field(None, description="video segments: start, in seconds of the video")
-    end_s: float | None = Field(None, description="video segments: end, in seconds of the video")
-
-    @staticmethod
-    def item_fields(metadata: dict[str, Any]) -> dict[str, Any]:
-        """`kind`, `start_s`, `end_s` of a hit from its record's metadata (set by video ingestion)."""
-        if metadata.get("kind") != "video_segment":
-            return {}
-        return {"kind": "video_segment", "start_s": metadata.get("start_s"), "end_s": metadata.get("end_s")}
+# The one hit type (search_engine.types.SearchHit) is the response model too; `Hit` is its old name here.
+# In responses `image_path` is "" unless the server runs with --expose-paths (clients fetch `image_url`).
+Hit = SearchHit
 
 
 class SearchResponse(BaseModel):
@@ -122,6 +102,8 @@ class Stats(BaseModel):
     channels: list[str]
     embedders: dict[str, Any]
     updated_at: float
+    visual_backend: str = Field("", description='what serves the visual channel: "exact", "fast", "qdrant", '
+                                '"dense" (single-vector) or "" (no visual channel)')
 
 
 class ReloadResponse(BaseModel):

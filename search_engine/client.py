@@ -1,42 +1,68 @@
-"""A small HTTP client of the search API, shared by the agent, the demo and scripts.
+"""A small HTTP client of the search API, shared by the agent, the demo, the MCP server and scripts.
 
-Async first (the agent runs many episodes on one connection pool), with retries and
-exponential backoff for the failures that pass (connection refused while the server starts,
-timeouts, 5xx); a 4xx is the caller's mistake and is raised at once.
+It speaks both dialects a VRAG search server may have:
+
+* ours — `POST /search` with `{"queries", "top_k", "doc_ids"}` → `{"results": [[hit, ...], ...]}`,
+  page images at `GET /pages/{page_id}/image`;
+* upstream VRAG's — `GET /search?queries=a&queries=b` → a list per query of `{"idx", "image_file"}`
+  (`image_file` is a path on the server's machine, relative to its working directory; no `top_k`,
+  no document filter, no image endpoint).
+
+`protocol="auto"` (the default) posts first and, when the server answers 404 or 405 to that,
+switches to upstream's GET for the rest of the client's life; `"vrag"` or `"upstream"` fixes it.
+Hits come back as `search_engine.types.SearchHit` (`SearchResultPage` is its old name here); for an
+upstream server `page_id` is the image file's stem, `image_path` the file as the server named it,
+and `image_url` is "" (its pixels are read from `image_path`, so the client must share the
+server's filesystem, exactly as upstream's own agent must).
+
+Async first (the agent runs many episodes on one connection pool), with retries and exponential
+backoff for the failures that pass (connection refused while the server starts, timeouts, 5xx); a
+4xx is the caller's mistake and is raised at once.
 """
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from typing import Any, Sequence
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
 
 import httpx
+
+from search_engine.types import SearchHit
+
+# The agent imports this name; it is the one hit type.
+SearchResultPage = SearchHit
+Protocol = Literal["auto", "vrag", "upstream"]
+PROTOCOLS = ("auto", "vrag", "upstream")
+_PAGE_SUFFIX = re.compile(r"^(?P<doc>.+)_(?P<page>\d{1,6})$")
 
 
 class SearchError(RuntimeError):
     """The search server could not answer (after retries), or refused the request."""
 
 
-@dataclass
-class SearchResultPage:
-    page_id: str
-    doc_id: str
-    page_number: int
-    score: float
-    image_url: str  # absolute URL on the search server
-    image_path: str  # path on the server's machine (usable when it is this machine)
-    metadata: dict[str, Any]
-
-
 class SearchClient:
+    """Client of one search server (ours or upstream VRAG's; see the module doc).
+
+    `base_url` is the server's root (a trailing `/search`, as upstream configs write it, is dropped);
+    `api_key` is sent as `X-API-Key`; `client` shares an existing `httpx.AsyncClient` (then
+    `aclose()` leaves it open).
+    """
+
     def __init__(self, base_url: str, api_key: str | None = None, timeout: float = 30.0, max_retries: int = 3,
-                 backoff: float = 0.5, client: httpx.AsyncClient | None = None):
-        self.base_url = base_url.rstrip("/")
+                 backoff: float = 0.5, client: httpx.AsyncClient | None = None, protocol: Protocol = "auto"):
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
+        base_url = base_url.rstrip("/")
+        self.base_url = base_url[: -len("/search")] if base_url.endswith("/search") else base_url
+        self.protocol: Protocol = protocol
         self.max_retries = max_retries
         self.backoff = backoff
         headers = {"X-API-Key": api_key} if api_key else {}
-        self._client = client or httpx.AsyncClient(timeout=timeout, headers=headers,
-                                                   limits=httpx.Limits(max_connections=256, max_keepalive_connections=64))
+        limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
+        self._client = client or httpx.AsyncClient(timeout=timeout, headers=headers, limits=limits)
         self._owns_client = client is None
 
     async def _request(self, method: str, path: str, **kwargs) -> httpx.Response:
@@ -49,8 +75,9 @@ class SearchClient:
             else:
                 if response.status_code < 500:
                     if response.status_code >= 400:
-                        detail = _detail(response)
-                        raise SearchError(f"search server refused the request ({response.status_code}): {detail}")
+                        raise _Refused(response.status_code,
+                                       f"search server refused the request ({response.status_code}): "
+                                       f"{_detail(response)}")
                     return response
                 last_error = SearchError(f"search server error {response.status_code}: {_detail(response)}")
             if attempt < self.max_retries:
@@ -59,34 +86,106 @@ class SearchClient:
                           f"{last_error}")
 
     async def search(self, queries: Sequence[str], top_k: int = 5,
-                     doc_ids: Sequence[str] | None = None) -> list[list[SearchResultPage]]:
-        body = {"queries": list(queries), "top_k": top_k, "doc_ids": list(doc_ids) if doc_ids else None}
-        payload = (await self._request("POST", "/search", json=body)).json()
-        return [[SearchResultPage(page_id=h["page_id"], doc_id=h["doc_id"], page_number=h["page_number"],
-                                  score=h["score"], image_url=self.base_url + h["image_url"],
-                                  image_path=h["image_path"], metadata=h.get("metadata", {})) for h in hits]
-                for hits in payload["results"]]
+                     doc_ids: Sequence[str] | None = None) -> list[list[SearchHit]]:
+        """The `top_k` best pages for each query, in query order (one request for the whole batch)."""
+        if self.protocol != "upstream":
+            body = {"queries": list(queries), "top_k": top_k, "doc_ids": list(doc_ids) if doc_ids else None}
+            try:
+                payload = (await self._request("POST", "/search", json=body)).json()
+            except _Refused as exc:
+                if self.protocol == "vrag" or exc.status not in (404, 405):
+                    raise
+                self.protocol = "upstream"  # no POST /search here: upstream VRAG's server
+            else:
+                self.protocol = "vrag"
+                return [[self._our_hit(h) for h in hits] for hits in _results(payload)]
+        if doc_ids:
+            raise SearchError("an upstream VRAG search server cannot restrict a search to documents (doc_ids)")
+        response = await self._request("GET", "/search", params=[("queries", q) for q in queries])
+        return [[_upstream_hit(h, rank, self.base_url) for rank, h in enumerate(hits[:top_k], 1)]
+                for hits in _upstream_results(response.json(), len(queries))]
+
+    def _our_hit(self, h: dict[str, Any]) -> SearchHit:
+        try:
+            return SearchHit(rank=int(h["rank"]), page_id=h["page_id"], doc_id=h["doc_id"],
+                             page_number=int(h["page_number"]), score=float(h["score"]),
+                             image_path=h.get("image_path") or "", metadata=h.get("metadata") or {},
+                             image_url=self.base_url + h["image_url"] if h.get("image_url") else "",
+                             kind=h.get("kind", "page"), start_s=h.get("start_s"), end_s=h.get("end_s"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SearchError(f"search server sent a malformed hit ({exc!r}): {str(h)[:300]}") from None
 
     async def page_image(self, page_id: str, max_side: int | None = None) -> bytes:
+        """The page's image (JPEG bytes), shrunk to `max_side` when given (our servers only)."""
         params = {"max_side": max_side} if max_side else None
-        return (await self._request("GET", f"/pages/{page_id}/image", params=params)).content
+        try:
+            return (await self._request("GET", f"/pages/{page_id}/image", params=params)).content
+        except _Refused as exc:
+            if self.protocol == "upstream" and exc.status in (404, 405):
+                raise SearchError(f"page {page_id}: an upstream VRAG search server serves no images; its hits' "
+                                  "image_file must be readable on this machine") from None
+            raise
 
     async def documents(self) -> list[dict[str, Any]]:
+        """Every indexed document (id, source, pages) — our servers only."""
         return (await self._request("GET", "/documents")).json()
 
     async def health(self) -> dict[str, Any]:
+        """The server's /health body."""
         return (await self._request("GET", "/health")).json()
 
     async def reload(self) -> dict[str, Any]:
+        """Ask the server to pick up documents ingested since it started (our servers only)."""
         return (await self._request("POST", "/reload")).json()
 
     async def aclose(self) -> None:
+        """Close the connection pool (unless it was given to the constructor)."""
         if self._owns_client:
             await self._client.aclose()
+
+
+class _Refused(SearchError):
+    """A 4xx: the status is kept so the dialect detection can tell "no such endpoint" apart."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def _results(payload: Any) -> list[list[dict[str, Any]]]:
+    if not isinstance(payload, dict) or not isinstance(payload.get("results"), list):
+        raise SearchError(f'search server answered without a "results" list: {str(payload)[:300]}')
+    return payload["results"]
+
+
+def _upstream_results(payload: Any, num_queries: int) -> list[list[dict[str, Any]]]:
+    if not isinstance(payload, list) or len(payload) != num_queries or not all(isinstance(h, list) for h in payload):
+        raise SearchError(f"upstream search server must answer a list of hit lists, one per query "
+                          f"({num_queries}): {str(payload)[:300]}")
+    return payload
+
+
+def _upstream_hit(h: Any, rank: int, base_url: str) -> SearchHit:
+    """Upstream's `{"idx", "image_file"}` as a SearchHit: the page id is the file's stem, and a trailing
+    `_<n>` (our `{doc}_{page}` naming, upstream's pdf2images output) gives the document and page. Our
+    own server's GET /search, when it does not expose paths, names the image by its URL path instead."""
+    if not isinstance(h, dict) or not isinstance(h.get("image_file"), str) or not h["image_file"]:
+        raise SearchError(f'upstream search hit without an "image_file": {str(h)[:300]}')
+    image_file = h["image_file"]
+    page_id = str(h.get("page_id") or Path(image_file).stem)
+    match = _PAGE_SUFFIX.match(page_id)
+    doc_id, page_number = (match["doc"], int(match["page"])) if match else (page_id, 1)
+    score = h.get("score")
+    served = image_file.startswith("/pages/")
+    return SearchHit(rank=rank, page_id=page_id, doc_id=doc_id, page_number=page_number,
+                     score=float(score) if isinstance(score, (int, float)) else 0.0,
+                     image_path="" if served else os.path.abspath(image_file),
+                     image_url=base_url + image_file if served else "",
+                     metadata={"image_file": image_file, "idx": h.get("idx")})
 
 
 def _detail(response: httpx.Response) -> str:
     try:
         return str(response.json().get("detail", response.text))[:500]
-    except ValueError:
+    except (ValueError, AttributeError):
         return response.text[:500]

@@ -21,7 +21,7 @@ from search_engine.index.dense import DenseChannel
 from search_engine.index.manifest import Manifest
 from search_engine.index.maxsim import MaxSimScorer
 from search_engine.lexical import BM25Channel
-from search_engine.types import PageRecord, SearchHit
+from search_engine.types import PageRecord, SearchHit, page_image_url
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +212,8 @@ class SearchEngine:
         metadata = {"source_path": record.source_path, "width": record.width, "height": record.height,
                     "text_source": record.text_source, "channel_ranks": channel_ranks, **record.extra}
         return SearchHit(rank=rank, page_id=record.page_id, doc_id=record.doc_id, page_number=record.page_number,
-                         score=score, image_path=str(self.index_dir / record.image_path), metadata=metadata)
+                         score=score, image_path=str(self.index_dir / record.image_path), metadata=metadata,
+                         image_url=page_image_url(record.page_id), **SearchHit.item_fields(metadata))
 
     # ---- pages and documents ----------------------------------------------------------------------------
     def page(self, page_id: str) -> PageRecord | None:

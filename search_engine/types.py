@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 # Page and document ids appear in URLs and file names: keep them to a safe alphabet so an id
 # can never smuggle a path separator or "..".
@@ -38,13 +38,20 @@ class PageRecord:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "PageRecord":
+    def from_dict(cls, data: dict[str, Any]) -> PageRecord:
         return cls(**data)
 
 
 @dataclass
 class SearchHit:
-    """One ranked page returned by the engine. `image_path` is absolute on the engine's machine."""
+    """One ranked page (or video segment): the single hit type of the engine, the HTTP API and the client.
+
+    `SearchEngine.search` returns it with `image_path` absolute on the engine's machine and
+    `image_url` the path of the image on a search server (`/pages/{page_id}/image`); the API returns
+    it as JSON with `image_path` "" unless the server exposes paths; `SearchClient.search` returns it
+    with `image_url` absolute. `kind` is "page" or "video_segment" (then `start_s`/`end_s` are the
+    segment's times in seconds of the video, and its frames are in `metadata`).
+    """
 
     rank: int
     page_id: str
@@ -53,6 +60,23 @@ class SearchHit:
     score: float
     image_path: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    image_url: str = ""
+    kind: Literal["page", "video_segment"] = "page"
+    start_s: float | None = None
+    end_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field."""
         return asdict(self)
+
+    @staticmethod
+    def item_fields(metadata: dict[str, Any]) -> dict[str, Any]:
+        """`kind`, `start_s`, `end_s` of a hit from its record's metadata (set by video ingestion)."""
+        if metadata.get("kind") != "video_segment":
+            return {}
+        return {"kind": "video_segment", "start_s": metadata.get("start_s"), "end_s": metadata.get("end_s")}
+
+
+def page_image_url(page_id: str) -> str:
+    """Where a search server serves a page's image (relative to the server's base URL)."""
+    return f"/pages/{page_id}/image"
