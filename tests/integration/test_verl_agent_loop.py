@@ -9,7 +9,9 @@
   texts as token ids and the tiny model computes their logprobs on the whole conversation with its
   images (teacher forcing); the sampling test lets the tiny model sample freely.
 - the `AgentLoopOutput` is checked field by field, then handed to verl's own worker post-processing
-  (padding, multimodal inputs re-built from the ids and images, rm_scores) to prove verl accepts it.
+  (padding, multimodal inputs re-built from the ids and images, rm_scores) to prove verl accepts it;
+- last, verl's own `AgentLoopWorker` (in-process instead of a Ray actor, the double as its LLM client)
+  runs the plugin from a DataProto of our rows, and its output batch goes through `compute_advantage`.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import pytest
 
 pytest.importorskip("verl")
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from vrag_rl.agent.policies.local_transformers import (  # noqa: E402
@@ -47,6 +50,7 @@ class TinyQwenServerManagerDouble:
         self.model, self.processor = model, processor
         self.tokenizer = processor.tokenizer
         self.replies = list(replies) if replies is not None else None
+        self.scripts: dict[str, list[str]] = {}  # per request id (one per episode): concurrent episodes
         self.sampler = LocalTransformersGenerate(model, processor)
         self.calls: list[dict] = []
 
@@ -64,7 +68,8 @@ class TinyQwenServerManagerDouble:
                                      images)
             self.calls[-1]["n_tokens"] = len(out.token_ids)
             return TokenOutput(token_ids=out.token_ids, log_probs=out.logprobs, stop_reason="completed")
-        ids = self.tokenizer(self.replies.pop(0), add_special_tokens=False)["input_ids"]
+        script = self.scripts.setdefault(request_id, list(self.replies))
+        ids = self.tokenizer(script.pop(0), add_special_tokens=False)["input_ids"]
         ids = ids + [self.tokenizer.convert_tokens_to_ids("<|im_end|>")]
         return TokenOutput(token_ids=ids, log_probs=self._logprobs(prompt_ids, ids, images), stop_reason="completed")
 
@@ -250,3 +255,40 @@ def test_free_sampling_of_the_tiny_model_still_returns_a_consistent_output(tiny,
     assert output.reward_score == pytest.approx(output.extra_fields["reward_parts"]["total"])
     assert len(output.response_logprobs) == len(output.response_ids)
     _verl_postprocess(output, cfg, processor, kwargs["raw_prompt"])
+
+
+def test_verls_own_agent_loop_worker_runs_the_plugin_from_a_parquet_batch(tiny, tiny_qwen25vl_dir, row,
+                                                                          text_search_server, tmp_path):
+    """verl's AgentLoopWorker (in-process, the double as its LLM client) turns a DataProto of our rows into
+    the training batch: 2 rollouts per question, rm_scores from our reward, GGPO's estimator on its mask."""
+    from verl import DataProto
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+    from verl.trainer.config import AlgoConfig
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+    from verl.utils.dataset.rl_dataset import collate_fn
+
+    model, processor = tiny
+    kwargs, agent_name = row
+    double = TinyQwenServerManagerDouble(model, processor, REPLIES)
+    _loop, cfg = _loop_and_config(double, processor, text_search_server.url, [
+        "vrag.algorithm=ggpo", "algorithm.adv_estimator=ggpo", f"actor_rollout_ref.model.path={tiny_qwen25vl_dir}",
+        "actor_rollout_ref.rollout.n=2"])
+    worker = AgentLoopWorker(cfg, llm_client=double)
+    item = {**kwargs, "agent_name": agent_name}
+    item.pop("uid")
+    batch = DataProto.from_single_dict(collate_fn([{**item, "dummy_tensor": torch.zeros(1, dtype=torch.uint8)}]))
+    batch = batch.repeat(repeat_times=2, interleave=True)
+    batch.non_tensor_batch["uid"] = np.array(["q-revenue", "q-revenue"], dtype=object)
+    out = asyncio.run(worker.generate_sequences(batch))
+
+    assert len(double.scripts) == 2 and all(script == [] for script in double.scripts.values())
+    assert out.batch["rm_scores"].sum(-1).tolist() == pytest.approx([1.0, 1.0])
+    assert list(out.non_tensor_batch["episode_status"]) == ["answered", "answered"]
+    assert len(out.non_tensor_batch["multi_modal_inputs"][0]["image_grid_thw"]) == 2
+    assert out.meta_info["reward_extra_keys"] and "vrag/retrieval" in out.non_tensor_batch
+    out.non_tensor_batch["uid"] = batch.non_tensor_batch["uid"]
+    out.batch["token_level_rewards"] = out.batch["rm_scores"]
+    advantages = compute_advantage(out, "ggpo", config=AlgoConfig(adv_estimator="ggpo")).batch["advantages"]
+    assert advantages.abs().sum() == 0  # equal rewards in the group: no signal, as in GRPO
+    assert out.batch["response_mask"].sum() == 2 * sum(
+        len(processor.tokenizer(r, add_special_tokens=False)["input_ids"]) + 1 for r in REPLIES)
