@@ -117,3 +117,22 @@ def test_bad_arguments_and_join(env):
         proc.stdout
     proc = _run("train_grpo_qwen2_5_vl_7b.sh", ["--help"], env, timeout=60)
     assert proc.returncode == 0 and "VRAG_SEARCH_URL" in proc.stdout and "RESUME_MODE" in proc.stdout
+
+
+@pytest.mark.slow
+def test_the_script_starts_and_stops_a_search_server_on_an_index(text_index, tmp_path):
+    """The part a dry run skips: `vrag-search serve` started on VRAG_INDEX, healthy, then stopped on exit."""
+    from testkit.loopback import free_port
+
+    port = free_port()
+    env = {**os.environ, "VRAG_INDEX": str(text_index), "SEARCH_PORT": str(port), "CKPT_DIR": str(tmp_path),
+           "VRAG_CONFIG_DEFAULT": "grpo_qwen2_5_vl_7b", "MODEL_PATH_DEFAULT": "m", "N_GPUS_DEFAULT": "1"}
+    script = (f"source {REPO / 'scripts' / 'train_common.sh'}; _vrag_defaults; trap _cleanup EXIT; _start_search; "
+              "_search_healthy && echo HEALTHY; echo PID=$SEARCH_PID")
+    proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "HEALTHY" in proc.stdout and f"[search] healthy at http://127.0.0.1:{port}" in proc.stdout
+    pid = int(proc.stdout.split("PID=")[1].split()[0])
+    with pytest.raises(ProcessLookupError):  # the EXIT trap stopped the server the script started
+        os.kill(pid, 0)
+    assert (tmp_path / "search_server.log").exists()
