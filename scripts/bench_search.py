@@ -1,111 +1,251 @@
 #!/usr/bin/env python
-"""Benchmark exact late-interaction search: our MaxSim scorer vs colpali-engine's score_multi_vector.
+"""Benchmark late-interaction search at scale: one table, every method side by side.
 
-Data: the real ColQwen2 page embeddings in ../shared (39 pages), replicated with small noise to
-N pages; queries are 20-token subsets of random pages plus noise (no real query embeddings exist).
-Prints latency per query, pages/s and whether both rank the same top-1.
+Corpus: the synthetic pages of `scripts/make_bench_corpus.py` (distinct recombinations of real
+ColQwen2 token spans + noise, fp16 on disk) and its cached exact ground truth (one streaming exact
+pass). Each method runs in its own subprocess so its peak RSS is its own. Columns: p50/p95 latency
+of one query at a time, queries/s, peak RSS, bytes on disk, build time and recall@10 against
+exact MaxSim.
 
-    python scripts/bench_search.py --pages 10000 --queries 20 [--device cuda] [--skip-colpali]
+Methods: `colpali` (colpali-engine's `score_multi_vector`, brute force; 10k only), `exact` (our
+in-RAM exact scorer; only where fp32 tokens fit in RAM), `exact-stream` (the streaming exact pass
+that made the ground truth: time per query from its cache), `fast:NPROBE:CANDIDATES` (centroid
+candidates + exact rerank from the on-disk store), `qdrant` (qdrant-client local mode, in-process).
+
+    python scripts/make_bench_corpus.py --pages 10000 --out data/bench/synth_10k --queries 200
+    python scripts/bench_search.py --corpus data/bench/synth_10k --corpus data/bench/synth_100k
+    python scripts/bench_search.py --stress 10000      # the old replicated set (39 pages + noise), exact vs fast
+
+Old mode (replicated real pages, exact path vs colpali-engine only): `--stress N`.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import resource
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
+# One BLAS/OpenMP thread by default (see make_bench_corpus.py); VRAG_BENCH_THREADS=2 on an idle machine.
+THREADS = os.environ.get("VRAG_BENCH_THREADS", "1")
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, THREADS)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np  # noqa: E402
 
-DEFAULT_NPZ = Path(__file__).resolve().parents[2] / "shared" / "data" / "vrag_example_corpus" / \
-    "colqwen2_v1.0_page_embeddings.npz"
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 
-
-def build_corpus(npz: Path, pages: int, seed: int = 0) -> list[np.ndarray]:
-    data = np.load(npz)
-    base = [data[k].astype(np.float32) for k in sorted(data.files)]
-    rng = np.random.default_rng(seed)
-    corpus = []
-    for i in range(pages):
-        page = base[i % len(base)] + rng.normal(0, 0.05, base[i % len(base)].shape).astype(np.float32)
-        corpus.append((page / np.linalg.norm(page, axis=1, keepdims=True)).astype(np.float16))
-    return corpus
+DEFAULT_METHODS = ["colpali", "exact", "exact-stream", "fast:4:128", "fast:8:256", "fast:16:512", "qdrant"]
 
 
-def make_queries(corpus: list[np.ndarray], n: int, tokens: int = 20, seed: int = 1):
-    rng = np.random.default_rng(seed)
-    targets = rng.choice(len(corpus), n, replace=False)
-    queries = []
-    for t in targets:
-        page = corpus[t].astype(np.float32)
-        q = page[rng.choice(page.shape[0], tokens, replace=False)] + rng.normal(0, 0.05, (tokens, page.shape[1]))
-        queries.append((q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32))
-    return queries, targets
+def peak_rss_gib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
-def timed(fn, repeats: int):
-    times = []
-    out = None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - start)
-    return out, times
+def load_queries(corpus: Path, max_queries: int | None):
+    files = sorted(corpus.glob("queries_*.npz"))
+    if not files:
+        raise SystemExit(f"no cached queries/ground truth in {corpus}; run scripts/make_bench_corpus.py first")
+    data = np.load(files[0])
+    n = len(data["queries"]) if max_queries is None else min(max_queries, len(data["queries"]))
+    return data["queries"][:n], data["exact_rows"][:n], data["exact_scores"][:n], float(data["exact_seconds"]), \
+        len(data["queries"])
+
+
+def recall_at(rows: list[np.ndarray], exact_rows: np.ndarray, k: int = 10) -> float:
+    return float(np.mean([len(set(r[:k].tolist()) & set(e[:k].tolist())) / k for r, e in zip(rows, exact_rows)]))
+
+
+def latency_stats(times: list[float]) -> dict:
+    ms = sorted(t * 1000 for t in times)
+    return {"p50_ms": statistics.median(ms), "p95_ms": ms[min(len(ms) - 1, int(round(0.95 * (len(ms) - 1))))],
+            "qps": len(ms) / (sum(ms) / 1000)}
+
+
+def fast_index_for(store, corpus: Path, log=print):
+    """The corpus's fast index, built once and cached under <corpus>/fast/ (build time recorded)."""
+    from search_engine.index.fast_maxsim import FastMaxSim
+
+    directory = corpus / "fast"
+    if (directory / "fast_meta.json").exists():
+        return FastMaxSim.load(directory, store), json.loads((directory / "fast_meta.json").read_text())
+    started = time.perf_counter()
+    fast = FastMaxSim.build(store, log=log)
+    seconds = time.perf_counter() - started
+    fast.save(directory, extra={"build_seconds": seconds})
+    return FastMaxSim.load(directory, store), json.loads((directory / "fast_meta.json").read_text())
+
+
+# ---- one method in this process (called as a worker) ------------------------------------------------
+def run_method(method: str, corpus: Path, max_queries: int | None) -> dict:
+    from search_engine.index.token_store import FlatTokenStore
+
+    store = FlatTokenStore(corpus)
+    queries, exact_rows, _, exact_seconds, gt_queries = load_queries(corpus, max_queries)
+    result = {"method": method, "pages": store.num_pages, "queries": len(queries)}
+    if method == "exact-stream":
+        result.update({"p50_ms": 1000 * exact_seconds / gt_queries, "p95_ms": None,
+                       "qps": gt_queries / exact_seconds, "recall@10": 1.0, "disk_gib": store.nbytes_on_disk() / 2**30,
+                       "build_s": 0.0, "note": f"one batched streaming pass over {gt_queries} queries"})
+        return result
+    if method == "exact":
+        from search_engine.index.maxsim import MaxSimScorer
+
+        fp32_gib = store.num_tokens * store.dim * 4 / 2**30
+        started = time.perf_counter()
+        scorer = MaxSimScorer(store.memmap(), store.counts, cpu_fp32_budget_gib=12.0)
+        build = time.perf_counter() - started
+        scorer.score([queries[0]])
+        times, rows = [], []
+        for q in queries:
+            t = time.perf_counter()
+            s = scorer.score([q])[0]
+            times.append(time.perf_counter() - t)
+            rows.append(np.argsort(-s)[:10])
+        result.update(latency_stats(times), **{"recall@10": recall_at(rows, exact_rows), "build_s": build,
+                                               "disk_gib": store.nbytes_on_disk() / 2**30,
+                                               "note": f"all tokens in RAM ({fp32_gib:.1f} GiB fp32)"})
+    elif method == "colpali":
+        import torch
+        from colpali_engine.utils.processing_utils import BaseVisualRetrieverProcessor
+
+        started = time.perf_counter()
+        mm = store.memmap()
+        ps = [torch.from_numpy(np.asarray(mm[a:b], np.float32)) for a, b in zip(store.offsets[:-1], store.offsets[1:])]
+        build = time.perf_counter() - started
+        times, rows = [], []
+        for q in queries:
+            t = time.perf_counter()
+            s = BaseVisualRetrieverProcessor.score_multi_vector([torch.from_numpy(q)], ps, device="cpu")[0].numpy()
+            times.append(time.perf_counter() - t)
+            rows.append(np.argsort(-s)[:10])
+        result.update(latency_stats(times), **{"recall@10": recall_at(rows, exact_rows), "build_s": build,
+                                               "disk_gib": store.nbytes_on_disk() / 2**30,
+                                               "note": "brute force, pages padded per block"})
+    elif method.startswith("fast"):
+        _, nprobe, candidates = method.split(":")
+        started = time.perf_counter()
+        fast, meta = fast_index_for(store, corpus)
+        open_s = time.perf_counter() - started
+        fast.search([queries[0]], top_k=10, nprobe=int(nprobe), candidates=int(candidates))
+        times, rows = [], []
+        for q in queries:
+            t = time.perf_counter()
+            _, r = fast.search([q], top_k=10, nprobe=int(nprobe), candidates=int(candidates))
+            times.append(time.perf_counter() - t)
+            rows.append(r[0])
+        result.update(latency_stats(times), **{
+            "recall@10": recall_at(rows, exact_rows), "build_s": meta.get("build_seconds", float("nan")),
+            "disk_gib": (store.nbytes_on_disk() + fast.nbytes_on_disk()) / 2**30,
+            "note": f"{meta['num_centroids']} centroids; opens in {open_s:.1f}s; "
+                    f"first stage {fast.nbytes_on_disk() / 2**20:.0f} MiB + fp16 store"})
+    elif method == "qdrant":
+        from search_engine.backends.qdrant import QdrantBackend
+
+        page_ids = [f"bench_{i + 1}" for i in range(store.num_pages)]
+        backend = QdrantBackend(page_ids, location=":memory:", collection="bench", batch_size=256, depth=10)
+        backend.ensure_collection(store.dim)
+        started = time.perf_counter()
+        mm = store.memmap()
+        for s in range(0, store.num_pages, 256):
+            backend.upsert_pages([(page_ids[i], "bench", mm[store.offsets[i] : store.offsets[i + 1]])
+                                  for i in range(s, min(s + 256, store.num_pages))])
+        build = time.perf_counter() - started
+        times, rows = [], []
+        for q in queries:
+            t = time.perf_counter()
+            s = backend.score([q])[0]
+            times.append(time.perf_counter() - t)
+            rows.append(np.argsort(-s)[:10])
+        result.update(latency_stats(times), **{"recall@10": recall_at(rows, exact_rows), "build_s": build,
+                                               "disk_gib": None, "note": "qdrant-client local mode (in-process)"})
+    else:
+        raise SystemExit(f"unknown method {method}")
+    return result
+
+
+def run_worker(method: str, corpus: Path, max_queries: int | None, timeout: float) -> dict:
+    cmd = [sys.executable, __file__, "--worker", method, "--corpus", str(corpus)]
+    if max_queries:
+        cmd += ["--queries", str(max_queries)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+    except subprocess.TimeoutExpired:
+        return {"method": method, "error": f"timed out after {timeout:.0f}s"}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return {"method": method, "error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:200]}
+    return json.loads(lines[-1])
+
+
+def fmt(value, spec: str) -> str:
+    return "-" if value is None or (isinstance(value, float) and np.isnan(value)) else format(value, spec)
+
+
+def print_table(rows: list[dict]) -> None:
+    header = "| pages | method | p50 ms | p95 ms | queries/s | peak RSS GiB | disk GiB | build s | recall@10 | note |"
+    print(header)
+    print("|" + "---|" * (header.count("|") - 1))
+    for r in rows:
+        if "error" in r:
+            print(f"| {r.get('pages', '')} | {r['method']} | {r['error']} |||||||| ")
+            continue
+        print(f"| {r['pages']:,} | {r['method']} | {fmt(r['p50_ms'], '.1f')} | {fmt(r.get('p95_ms'), '.1f')} | "
+              f"{fmt(r['qps'], '.2f')} | {fmt(r.get('peak_rss_gib'), '.2f')} | {fmt(r.get('disk_gib'), '.2f')} | "
+              f"{fmt(r.get('build_s'), '.0f')} | {fmt(r['recall@10'], '.3f')} | {r.get('note', '')} |")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--npz", type=Path, default=DEFAULT_NPZ)
-    parser.add_argument("--pages", type=int, default=10_000)
-    parser.add_argument("--queries", type=int, default=16)
-    parser.add_argument("--device", default="cpu", help="cpu or cuda")
-    parser.add_argument("--skip-colpali", action="store_true")
-    parser.add_argument("--colpali-queries", type=int, default=4, help="colpali-engine is slow on CPU: fewer")
+    parser.add_argument("--corpus", type=Path, action="append", help="corpus dir(s) from make_bench_corpus.py")
+    parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS)
+    parser.add_argument("--queries", type=int, default=None, help="at most this many queries per method")
+    parser.add_argument("--slow-queries", type=int, default=5, help="queries for colpali/qdrant (slow)")
+    parser.add_argument("--max-exact-pages", type=int, default=20_000, help="in-RAM exact only up to this size")
+    parser.add_argument("--max-colpali-pages", type=int, default=10_000)
+    parser.add_argument("--max-qdrant-pages", type=int, default=2_000, help="local mode holds everything in RAM")
+    parser.add_argument("--timeout", type=float, default=3600)
+    parser.add_argument("--json", type=Path, help="also write the rows as JSON")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if not args.npz.exists():
-        print(f"embeddings not found at {args.npz}", file=sys.stderr)
-        return 2
-    import torch
+    if args.worker:
+        import torch
 
-    from search_engine.index.maxsim import MaxSimScorer
-
-    print(f"building {args.pages} pages ...", flush=True)
-    corpus = build_corpus(args.npz, args.pages)
-    queries, targets = make_queries(corpus, args.queries)
-    tokens = sum(p.shape[0] for p in corpus)
-    print(f"{args.pages} pages, {tokens:,} page vectors ({tokens * 128 * 2 / 2**30:.2f} GiB fp16), "
-          f"{args.queries} queries x 20 tokens, device={args.device}, torch threads={torch.get_num_threads()}")
-
-    start = time.perf_counter()
-    scorer = MaxSimScorer(np.concatenate(corpus), [p.shape[0] for p in corpus], device=args.device)
-    print(f"index load: {time.perf_counter() - start:.2f}s")
-    scorer.score(queries[:1])  # warm-up
-
-    _, single = timed(lambda: [scorer.score([q]) for q in queries], 1)
-    per_query = single[0] / len(queries)
-    ours, batch = timed(lambda: scorer.score(queries), 3)
-    per_query_batched = min(batch) / len(queries)
-    top1 = (ours.argmax(axis=1) == targets).mean()
-    print(f"ours   one query at a time: {per_query * 1000:8.1f} ms/query  {args.pages / per_query:12,.0f} pages/s")
-    print(f"ours   batch of {len(queries):3d}:          {per_query_batched * 1000:8.1f} ms/query  "
-          f"{args.pages / per_query_batched:12,.0f} pages/s   top-1 = target: {top1:.0%}")
-
-    if not args.skip_colpali:
-        from colpali_engine.utils.processing_utils import BaseVisualRetrieverProcessor
-
-        qs = [torch.from_numpy(q).to(torch.float16 if args.device != "cpu" else torch.float32)
-              for q in queries[: args.colpali_queries]]
-        dtype = torch.float16 if args.device != "cpu" else torch.float32
-        ps = [torch.from_numpy(p).to(dtype) for p in corpus]
-        scores, times = timed(lambda: BaseVisualRetrieverProcessor.score_multi_vector(qs, ps, device=args.device), 1)
-        per_query_colpali = times[0] / len(qs)
-        agree = (scores.numpy().argmax(axis=1) == ours[: len(qs)].argmax(axis=1)).mean()
-        print(f"colpali-engine score_multi_vector: {per_query_colpali * 1000:8.1f} ms/query  "
-              f"{args.pages / per_query_colpali:12,.0f} pages/s   same top-1 as ours: {agree:.0%}")
-        print(f"speed-up: {per_query_colpali / per_query:.1f}x (one query), "
-              f"{per_query_colpali / per_query_batched:.1f}x (batched)")
+        torch.set_num_threads(int(THREADS))
+        result = run_method(args.worker, args.corpus[0], args.queries)
+        result["peak_rss_gib"] = peak_rss_gib()
+        print(json.dumps(result))
+        return 0
+    if not args.corpus:
+        parser.error("--corpus is required")
+    rows = []
+    for corpus in args.corpus:
+        meta = json.loads((corpus / "meta.json").read_text())
+        pages = int(meta["num_pages"])
+        for method in args.methods:
+            limit = args.queries
+            if method == "exact" and pages > args.max_exact_pages:
+                rows.append({"method": method, "pages": pages, "error": "does not fit in RAM (fp32 tokens)"})
+                continue
+            if method == "colpali" and pages > args.max_colpali_pages:
+                continue
+            if method == "qdrant" and pages > args.max_qdrant_pages:
+                continue
+            if method in ("colpali", "qdrant"):
+                limit = args.slow_queries
+            print(f"[{pages:,} pages] {method} ...", file=sys.stderr, flush=True)
+            row = run_worker(method, corpus, limit, args.timeout)
+            row.setdefault("pages", pages)
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+    print_table(rows)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
     return 0
 
 

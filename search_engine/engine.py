@@ -7,17 +7,21 @@ rankings are combined by reciprocal rank, so no score scale has to be calibrated
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
+from search_engine.backends.base import open_visual_backend
 from search_engine.embedders import Embedder, load_from_spec
 from search_engine.fusion import RRF_K, ranks_from_scores, reciprocal_rank_fusion
 from search_engine.index.dense import DenseChannel
+from search_engine.index.fast_maxsim import FastParams
 from search_engine.index.manifest import Manifest
 from search_engine.index.maxsim import MaxSimScorer
 from search_engine.lexical import BM25Channel
@@ -43,8 +47,18 @@ class _State:
 class SearchEngine:
     def __init__(self, index_dir: str | Path, *, device: str = "auto", load_models: bool = True,
                  visual_embedder: Embedder | None = None, text_embedder: Embedder | None = None,
-                 use_bm25: bool = True, rrf_k: int = RRF_K, channel_weights: dict[str, float] | None = None):
+                 use_bm25: bool = True, rrf_k: int = RRF_K, channel_weights: dict[str, float] | None = None,
+                 visual_backend: str | None = None, fast_params: FastParams | None = None,
+                 qdrant: dict[str, Any] | None = None):
+        """`visual_backend`: "auto" (fast when the index has a fast sidecar, else exact), "exact", "fast"
+        or "qdrant" (`qdrant` = QdrantBackend options: location, collection, api_key, ...); default from
+        the `VRAG_VISUAL_BACKEND` environment variable, else "auto". Multi-vector visual channels only."""
         self.index_dir = Path(index_dir).resolve()
+        self.visual_backend = visual_backend or os.environ.get("VRAG_VISUAL_BACKEND", "auto")
+        self.fast_params = fast_params
+        self.qdrant_options = dict(qdrant or {})
+        if not self.qdrant_options and os.environ.get("VRAG_QDRANT_URL"):
+            self.qdrant_options = {"location": os.environ["VRAG_QDRANT_URL"]}
         if not Manifest.exists(self.index_dir):
             raise FileNotFoundError(f"no index at {self.index_dir} (manifest.json missing); ingest documents first")
         self.device = device
@@ -61,7 +75,7 @@ class SearchEngine:
                     self.embedders[channel] = load_from_spec(spec, device=device)
 
     @classmethod
-    def load(cls, index_dir: str | Path, **kwargs) -> "SearchEngine":
+    def load(cls, index_dir: str | Path, **kwargs) -> SearchEngine:
         return cls(index_dir, **kwargs)
 
     # ---- loading ---------------------------------------------------------------------------------
@@ -91,7 +105,8 @@ class SearchEngine:
                     continue
                 if seg is None:
                     raise RuntimeError(f"document {entry.doc_id} has no {channel} segment")
-                vectors[channel].append(np.load(self.index_dir / seg["file"], mmap_mode="r"))
+                if channel == "text" or not manifest.spec(channel).multi_vector:
+                    vectors[channel].append(np.load(self.index_dir / seg["file"], mmap_mode="r"))
                 counts[channel].extend(seg["counts"])
         page_index = {pid: i for i, pid in enumerate(page_ids)}
         doc_of_page = np.asarray([manifest.pages[p].doc_id for p in page_ids], dtype=object)
@@ -102,10 +117,13 @@ class SearchEngine:
             if spec is None:
                 continue
             dim = spec.dim
-            flat = np.concatenate(vectors[channel]) if vectors[channel] else np.zeros((0, dim), np.float32)
             if spec.multi_vector:
-                state.channels[channel] = MaxSimScorer(flat, counts[channel], device=self._scorer_device())
+                state.channels[channel] = open_visual_backend(
+                    self.visual_backend, self.index_dir, manifest, page_ids, page_index,
+                    lambda c=counts[channel], d=dim: self._exact_scorer(manifest, c, d),
+                    device=self._scorer_device(), fast_params=self.fast_params, qdrant=self.qdrant_options)
             else:
+                flat = np.concatenate(vectors[channel]) if vectors[channel] else np.zeros((0, dim), np.float32)
                 state.channels[channel] = DenseChannel(flat)
         if self.use_bm25:
             texts = [manifest.pages[p].text for p in page_ids]
@@ -114,6 +132,20 @@ class SearchEngine:
         log.info("loaded %d pages (%s) in %.2fs", len(page_ids), ", ".join(state.channels),
                  time.perf_counter() - started)
         return state
+
+    def _exact_scorer(self, manifest: Manifest, counts: list[int], dim: int) -> MaxSimScorer:
+        """Every visual page token in RAM (fp32 on CPU while it fits): the exact reference path."""
+        parts = [np.load(self.index_dir / e.segments["visual"]["file"], mmap_mode="r")
+                 for e in manifest.documents.values()]
+        flat = np.concatenate(parts) if parts else np.zeros((0, dim), np.float16)
+        return MaxSimScorer(flat, counts, device=self._scorer_device())
+
+    @property
+    def visual_backend_name(self) -> str:
+        """The backend actually serving the visual channel (auto resolved), or "" without one."""
+        channel = self._state.channels.get("visual")
+        names = {"ExactBackend": "exact", "FastVisualIndex": "fast", "QdrantBackend": "qdrant"}
+        return names.get(type(channel).__name__, "dense" if channel is not None else "")
 
     def reload(self, force: bool = False) -> bool:
         """Re-read the index if another process changed it; returns whether anything changed."""
@@ -145,6 +177,7 @@ class SearchEngine:
         unknown = wanted - set(state.channels)
         if unknown:
             raise ValueError(f"unknown channel(s) {sorted(unknown)}; this index has {sorted(state.channels)}")
+        allowed = self._allowed(state, doc_ids)
         channel_scores: dict[str, np.ndarray] = {}
         for channel in ("visual", "text"):
             if channel not in wanted:
@@ -155,7 +188,7 @@ class SearchEngine:
                 continue
             if embedder is None:
                 raise RuntimeError(f"the {channel} channel needs its query embedder (loaded with load_models=False?)")
-            channel_scores[channel] = scorer.score(embedder.embed_queries(queries))
+            channel_scores[channel] = self._score(scorer, embedder.embed_queries(queries), allowed)
         if "bm25" in wanted:
             channel_scores["bm25"] = state.channels["bm25"].score(queries)
         return self._rank(state, channel_scores, len(queries), top_k, doc_ids)
@@ -166,8 +199,21 @@ class SearchEngine:
         state = self._state
         if channel not in state.channels:
             raise ValueError(f"the index has no {channel} channel")
-        scores = {channel: state.channels[channel].score(list(query_vectors))}
+        scores = {channel: self._score(state.channels[channel], list(query_vectors), self._allowed(state, doc_ids))}
         return self._rank(state, scores, len(query_vectors), top_k, doc_ids)
+
+    @staticmethod
+    def _allowed(state: _State, doc_ids: Sequence[str] | None) -> np.ndarray | None:
+        """Page mask of the doc_ids filter (None = all); approximate backends choose candidates inside it."""
+        if not doc_ids:
+            return None
+        return np.isin(state.doc_of_page, list(doc_ids))
+
+    @staticmethod
+    def _score(scorer: Any, query_vectors: list[np.ndarray], allowed: np.ndarray | None) -> np.ndarray:
+        if hasattr(scorer, "num_pages") and hasattr(scorer, "score") and not isinstance(scorer, DenseChannel):
+            return scorer.score(query_vectors, allowed=allowed)
+        return scorer.score(query_vectors)
 
     def _rank(self, state: _State, channel_scores: dict[str, np.ndarray], num_queries: int, top_k: int,
               doc_ids: Sequence[str] | None) -> list[list[SearchHit]]:
@@ -241,6 +287,7 @@ class SearchEngine:
             "pages": len(state.page_ids),
             "channels": sorted(state.channels),
             "embedders": state.manifest.embedders,
+            "visual_backend": self.visual_backend_name,
             "updated_at": state.manifest.updated_at,
         }
 

@@ -189,6 +189,7 @@ class Ingestor:
                     self._ingest_document(path, doc_id, sha1, num_pages, manifest, embedders, report, bar)
             finally:
                 bar.close()
+            self._refresh_fast_index(manifest)
         return report
 
     def remove(self, doc_ids: Sequence[str]) -> list[str]:
@@ -203,7 +204,23 @@ class Ingestor:
                 manifest.save(self.index_dir)  # forget first, then delete files: never a dangling entry
                 self._delete_files(entry)
                 removed.append(doc_id)
+            if removed:
+                self._refresh_fast_index(manifest)
         return removed
+
+    def _refresh_fast_index(self, manifest: Manifest) -> None:
+        """Bring the fast visual index (only if the index has one) in step with the manifest.
+
+        A failure here loses nothing: the documents are committed, and the engine updates a stale
+        fast index in memory at load (see search_engine/index/fast_index.py); it is reported loudly.
+        """
+        from search_engine.index.fast_index import refresh_fast_index
+
+        try:
+            refresh_fast_index(self.index_dir, manifest)
+        except (OSError, RuntimeError, ValueError) as exc:
+            log.error("fast index not refreshed (%s); search updates it in memory, "
+                      "`vrag-search build-fast-index` rebuilds it", exc)
 
     # ---- leftovers of killed runs ---------------------------------------------------------------------
     def _sweep(self, manifest: Manifest) -> None:

@@ -1,0 +1,201 @@
+"""The fast visual index of an index directory: a sidecar next to the manifest, kept crash-safe.
+
+Layout: `fast/visual/CURRENT` (JSON naming the live generation) and `fast/visual/gen-<n>/` (the
+`FastMaxSim` files: codebook, per-token codes, inverted file, tombstones, and the list of segment
+files it covers, in row order). The page vectors themselves are not copied: the rerank reads the
+index's own per-document fp16 segments (`SegmentTokenStore`).
+
+Crash safety: a new generation is written completely, then `CURRENT` is replaced atomically, then
+older generations are deleted. A reader (or a crash) sees the old generation or the new one, never
+a half-written one; leftovers of a killed update are removed by the next one.
+
+Incremental: documents added since the sidecar's generation are coded with the existing codebook
+(no re-training) and the inverted file is rebuilt from the codes (sort-based, ~1 s per million
+tokens); documents removed are dropped from the row list. `refresh_fast_index` does that and
+persists it (called by ingestion when a sidecar exists); `FastVisualIndex.open` does the same in
+memory when it finds the sidecar stale, so search results are always those of the manifest.
+An index without a sidecar still opens (exact search); `vrag-search build-fast-index` adds one.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from search_engine.index.atomic import atomic_write_json
+from search_engine.index.centroids import Codebook, InvertedFile
+from search_engine.index.fast_maxsim import FastMaxSim, FastParams
+from search_engine.index.manifest import Manifest
+from search_engine.index.token_store import SegmentTokenStore
+
+log = logging.getLogger(__name__)
+
+FAST_DIR = Path("fast") / "visual"
+CURRENT = "CURRENT"
+
+
+@dataclass
+class SegmentInfo:
+    file: str  # relative to the index root
+    page_ids: list[str]
+    counts: list[int]
+
+
+def manifest_segments(manifest: Manifest) -> list[SegmentInfo]:
+    """The visual segments of the manifest, in document order (the row order of a fresh sidecar)."""
+    out = []
+    for entry in manifest.documents.values():
+        seg = entry.segments.get("visual")
+        if seg is None:
+            raise RuntimeError(f"document {entry.doc_id} has no visual segment")
+        out.append(SegmentInfo(seg["file"], list(entry.page_ids), [int(c) for c in seg["counts"]]))
+    return out
+
+
+def _store(index_dir: Path, segments: Sequence[SegmentInfo], dim: int) -> SegmentTokenStore:
+    return SegmentTokenStore([index_dir / s.file for s in segments], [s.counts for s in segments], dim)
+
+
+def fast_dir(index_dir: Path) -> Path:
+    return Path(index_dir) / FAST_DIR
+
+
+def current_generation(index_dir: Path) -> Path | None:
+    pointer = fast_dir(index_dir) / CURRENT
+    if not pointer.exists():
+        return None
+    gen = fast_dir(index_dir) / json.loads(pointer.read_text())["generation"]
+    return gen if gen.exists() else None
+
+
+def has_fast_index(index_dir: Path) -> bool:
+    return current_generation(index_dir) is not None
+
+
+def _publish(index_dir: Path, fast: FastMaxSim, segments: Sequence[SegmentInfo]) -> Path:
+    root = fast_dir(index_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    existing = [int(p.name.split("-")[1]) for p in root.glob("gen-*") if p.name.split("-")[1].isdigit()]
+    gen = root / f"gen-{max(existing, default=0) + 1:06d}"
+    fast.save(gen, extra={"segments": [s.__dict__ for s in segments]})
+    atomic_write_json(root / CURRENT, {"generation": gen.name})
+    for old in root.glob("gen-*"):
+        if old != gen:
+            shutil.rmtree(old, ignore_errors=True)  # mapped files stay readable by open readers
+    return gen
+
+
+def build_fast_index(index_dir: str | Path, num_centroids: int | None = None, params: FastParams | None = None,
+                     say: Callable[[str], None] | None = None) -> Path:
+    """Train, code and publish a fast index for every visual page of the index (the migrate step)."""
+    index_dir = Path(index_dir)
+    manifest = Manifest.load(index_dir)
+    spec = manifest.spec("visual")
+    if spec is None or not spec.multi_vector:
+        raise ValueError(f"{index_dir} has no multi-vector visual channel: nothing to accelerate")
+    segments = manifest_segments(manifest)
+    store = _store(index_dir, segments, spec.dim)
+    if store.num_pages == 0:
+        raise ValueError(f"{index_dir} has no pages yet")
+    fast = FastMaxSim.build(store, num_centroids=num_centroids, params=params, log=say)
+    return _publish(index_dir, fast, segments)
+
+
+def _generation_segments(gen: Path) -> list[SegmentInfo]:
+    return [SegmentInfo(**seg) for seg in json.loads((gen / "fast_meta.json").read_text())["segments"]]
+
+
+def _open(index_dir: Path, gen: Path, manifest: Manifest, params: FastParams | None, device: str
+          ) -> tuple[FastMaxSim, list[SegmentInfo], bool]:
+    """The generation as a FastMaxSim over the manifest's segments; brought up to date if stale.
+
+    Returns (index, segments in row order, whether it was stale).
+    """
+    dim = manifest.spec("visual").dim
+    old = _generation_segments(gen)
+    new = manifest_segments(manifest)
+    if [s.file for s in old] == [s.file for s in new]:
+        return FastMaxSim.load(gen, _store(index_dir, old, dim), params=params, device=device), old, False
+    meta = json.loads((gen / "fast_meta.json").read_text())
+    codes_path = gen / "codes.npy"
+    if not codes_path.exists():
+        raise RuntimeError("the fast index has no stored codes; rebuild it with `vrag-search build-fast-index`")
+    codes = np.load(codes_path, mmap_mode="r")
+    old_codes, pos = {}, 0
+    for seg in old:  # codes of segments still in the index are reused, the others are coded now
+        n = sum(seg.counts)
+        old_codes[seg.file] = codes[pos : pos + n]
+        pos += n
+    codebook = Codebook.load(gen)
+    parts = [np.asarray(old_codes[seg.file]) if seg.file in old_codes
+             else codebook.assign(np.load(index_dir / seg.file, mmap_mode="r")) for seg in new]
+    new_codes = np.concatenate(parts) if parts else np.zeros(0, np.uint16)
+    store = _store(index_dir, new, dim)
+    ivf = InvertedFile.build(new_codes, store.counts, codebook.num_centroids)
+    params = params or FastParams(nprobe=meta.get("nprobe", 8), candidates=meta.get("candidates", 256))
+    return FastMaxSim(store, codebook, ivf, codes=new_codes, params=params, device=device), new, True
+
+
+def refresh_fast_index(index_dir: str | Path, manifest: Manifest | None = None) -> bool:
+    """Bring an existing sidecar up to date with the manifest and publish it; False if there is none.
+
+    Call with the ingestion lock held (the ingestor does), so two writers never race.
+    """
+    index_dir = Path(index_dir)
+    gen = current_generation(index_dir)
+    if gen is None:
+        return False
+    manifest = manifest or Manifest.load(index_dir)
+    started = time.perf_counter()
+    fast, segments, stale = _open(index_dir, gen, manifest, None, "cpu")
+    if stale:
+        _publish(index_dir, fast, segments)
+        log.info("fast index refreshed: %d pages in %.1fs", fast.num_pages, time.perf_counter() - started)
+    return True
+
+
+class FastVisualIndex:
+    """Engine-facing view: scores over the engine's page order, tombstones and filters applied."""
+
+    def __init__(self, fast: FastMaxSim, segments: list[SegmentInfo], page_index: dict[str, int], num_pages: int):
+        self.fast = fast
+        self.segments = segments
+        self.num_pages = num_pages
+        rows = [pid for seg in segments for pid in seg.page_ids]
+        self.column_of_row = np.asarray([page_index.get(pid, -1) for pid in rows], np.int64)
+        self.row_of_column = np.full(num_pages, -1, np.int64)
+        live = self.column_of_row >= 0
+        self.row_of_column[self.column_of_row[live]] = np.flatnonzero(live)
+        if (self.row_of_column < 0).any():
+            raise RuntimeError("the fast index misses pages of the manifest")
+        fast.deleted |= ~live
+
+    @classmethod
+    def open(cls, index_dir: Path, manifest: Manifest, page_index: dict[str, int], params: FastParams | None = None,
+             device: str = "cpu") -> FastVisualIndex | None:
+        gen = current_generation(index_dir)
+        if gen is None:
+            return None
+        fast, segments, stale = _open(index_dir, gen, manifest, params, device)
+        if stale:
+            log.warning("fast index of %s is stale (written before the last ingestion): updated in memory; "
+                        "the next ingestion or `vrag-search build-fast-index` persists it", index_dir)
+        return cls(fast, segments, page_index, len(page_index))
+
+    def score(self, queries: Sequence[np.ndarray], allowed: np.ndarray | None = None) -> np.ndarray:
+        """(queries, engine pages): exact MaxSim for the candidates, -inf for the rest."""
+        allowed_rows = None
+        if allowed is not None:
+            allowed_rows = np.zeros(self.fast.num_pages, bool)
+            allowed_rows[self.row_of_column[allowed]] = True
+        out = np.full((len(queries), self.num_pages), -np.inf, np.float32)
+        for qi, query in enumerate(queries):
+            rows, _ = self.fast.candidates(query, allowed=allowed_rows)
+            out[qi, self.column_of_row[rows]] = self.fast.rerank(query, rows)
+        return out

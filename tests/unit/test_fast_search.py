@@ -1,0 +1,302 @@
+"""Fast late-interaction search: on-disk token store, centroid candidates + exact rerank, sidecar upkeep.
+
+The exact MaxSim scorer (`MaxSimScorer`, itself checked against colpali-engine in test_maxsim.py)
+is the reference everywhere: the fast path must reach its top-10 within the stated recall at its
+default setting, and every index change (add, remove, a killed ingestion) must leave a fast index
+whose answers are those of exact search over the manifest's pages.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from search_engine.engine import SearchEngine
+from search_engine.index.centroids import Codebook
+from search_engine.index.fast_index import (
+    build_fast_index,
+    current_generation,
+    has_fast_index,
+    manifest_segments,
+    refresh_fast_index,
+)
+from search_engine.index.fast_maxsim import FastMaxSim, FastParams
+from search_engine.index.manifest import Manifest
+from search_engine.index.maxsim import MaxSimScorer, exact_topk_streaming, maxsim_pages
+from search_engine.index.token_store import FlatTokenStore, TokenStoreWriter
+from search_engine.ingest import Ingestor
+from testkit.patch_embedder import PatchEmbedder, draw_page
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def synthetic_corpus(num_pages: int, seed: int = 0, dim: int = 128, base_tokens: int = 3000):
+    """Distinct pages recombining spans of a shared pool of clustered tokens (like the benchmark corpus)."""
+    rng = np.random.default_rng(seed)
+    centers = rng.standard_normal((base_tokens // 10, dim)).astype(np.float32)
+    base = centers[rng.integers(0, len(centers), base_tokens)] + 0.4 * rng.standard_normal((base_tokens, dim))
+    base = (base / np.linalg.norm(base, axis=1, keepdims=True)).astype(np.float32)
+    pages = []
+    for _ in range(num_pages):
+        parts = []
+        for _ in range(int(rng.integers(2, 5))):
+            n = int(rng.integers(10, 40))
+            off = int(rng.integers(0, base_tokens - n))
+            parts.append(base[off : off + n])
+        page = np.concatenate(parts) + 0.03 * rng.standard_normal((sum(len(p) for p in parts), dim))
+        pages.append((page / np.linalg.norm(page, axis=1, keepdims=True)).astype(np.float16))
+    return pages
+
+
+def queries_from(pages, n: int, seed: int = 1, tokens: int = 12):
+    rng = np.random.default_rng(seed)
+    out = []
+    for t in rng.choice(len(pages), n, replace=False):
+        page = pages[t].astype(np.float32)
+        q = page[rng.choice(len(page), min(tokens, len(page)), replace=False)]
+        q = q + 0.05 * rng.standard_normal(q.shape)
+        out.append((q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32))
+    return out
+
+
+@pytest.fixture(scope="module")
+def flat_store(tmp_path_factory):
+    pages = synthetic_corpus(800)
+    directory = tmp_path_factory.mktemp("store")
+    writer = TokenStoreWriter(directory, dim=128)
+    for s in range(0, len(pages), 100):
+        chunk = pages[s : s + 100]
+        writer.append(np.concatenate(chunk), [len(p) for p in chunk])
+        writer.commit()
+    writer.close()
+    return FlatTokenStore(directory), pages
+
+
+def test_token_store_reads_pages_back_in_any_order(flat_store):
+    store, pages = flat_store
+    assert store.num_pages == 800 and store.num_tokens == sum(len(p) for p in pages)
+    rows = [5, 3, 4, 799, 3]
+    got = store.gather(rows)
+    np.testing.assert_array_equal(got.counts, [len(pages[r]) for r in rows])
+    np.testing.assert_array_equal(got.vectors, np.concatenate([pages[r] for r in rows]))
+    chunks = list(store.iter_chunks(chunk_tokens=5000))
+    assert chunks[0][0] == 0 and chunks[-1][1] == 800
+    np.testing.assert_array_equal(np.concatenate([c[2] for c in chunks]), np.concatenate(pages))
+
+
+def test_token_store_writer_drops_uncommitted_pages_after_a_crash(tmp_path):
+    pages = synthetic_corpus(30, seed=3)
+    writer = TokenStoreWriter(tmp_path, dim=128)
+    writer.append(np.concatenate(pages[:10]), [len(p) for p in pages[:10]])
+    writer.commit()
+    writer.append(np.concatenate(pages[10:20]), [len(p) for p in pages[10:20]])  # never committed: "crash"
+    writer._fh.flush()
+    assert FlatTokenStore(tmp_path).num_pages == 10  # readers only see committed pages
+    resumed = TokenStoreWriter(tmp_path, dim=128)  # truncates the uncommitted tail
+    assert resumed.num_pages == 10
+    resumed.append(np.concatenate(pages[10:]), [len(p) for p in pages[10:]])
+    resumed.commit()
+    resumed.close()
+    store = FlatTokenStore(tmp_path)
+    np.testing.assert_array_equal(store.gather(np.arange(30)).vectors, np.concatenate(pages))
+    with pytest.raises(ValueError, match="dim"):
+        TokenStoreWriter(tmp_path, dim=64)
+
+
+def test_streaming_exact_topk_equals_the_in_ram_exact_scorer(flat_store):
+    store, pages = flat_store
+    queries = queries_from(pages, 6)
+    reference = MaxSimScorer(np.concatenate(pages), [len(p) for p in pages]).score(queries)
+    scores, rows = exact_topk_streaming(store, queries, k=10, chunk_tokens=7000)
+    for qi in range(len(queries)):
+        np.testing.assert_allclose(scores[qi], np.sort(reference[qi])[::-1][:10], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(reference[qi, rows[qi]], scores[qi], rtol=1e-5, atol=1e-5)
+
+
+def test_torch_scoring_path_matches_numpy_exact_on_cpu(flat_store):
+    """The GPU scoring code (torch) run on CPU gives the numpy exact scores to 1e-4."""
+    store, pages = flat_store
+    queries = queries_from(pages, 4)
+    reference = MaxSimScorer(np.concatenate(pages), [len(p) for p in pages]).score(queries)
+    rows = np.arange(0, 800, 7)
+    gathered = store.gather(rows)
+    for qi, q in enumerate(queries):
+        np.testing.assert_allclose(maxsim_pages(q, gathered.vectors, gathered.counts, chunk_tokens=333),
+                                   reference[qi, rows], rtol=1e-4, atol=1e-4)
+    few = pages[:120]
+    torch_scorer = MaxSimScorer(np.concatenate(few), [len(p) for p in few], backend="torch", chunk_tokens=2000)
+    np.testing.assert_allclose(torch_scorer.score(queries), reference[:, :120], rtol=1e-4, atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def fast_index(flat_store):
+    store, _ = flat_store
+    return FastMaxSim.build(store, seed=0)
+
+
+def test_fast_top10_matches_exact_at_the_default_setting(flat_store, fast_index):
+    store, pages = flat_store
+    queries = queries_from(pages, 40, seed=7)
+    _, exact_rows = exact_topk_streaming(store, queries, k=10)
+    report = fast_index.recall_check(queries, k=10, exact_rows=exact_rows)
+    assert report["nprobe"] == FastParams().nprobe and report["candidates"] == FastParams().candidates
+    assert report["recall_at_k"] >= 0.99, report
+    # the knob matters: a starved first stage loses pages the exact rerank can then not recover
+    starved = fast_index.recall_check(queries, k=10, nprobe=1, candidates=10, exact_rows=exact_rows)
+    assert starved["recall_at_k"] < report["recall_at_k"]
+    # whatever reaches the rerank gets its exact score
+    scores, rows = fast_index.search(queries[:3], top_k=5)
+    reference = MaxSimScorer(np.concatenate(pages), [len(p) for p in pages]).score(queries[:3])
+    for qi in range(3):
+        np.testing.assert_allclose(scores[qi], reference[qi, rows[qi]], rtol=1e-4, atol=1e-4)
+
+
+def test_fast_index_round_trips_and_tombstones(tmp_path, flat_store, fast_index):
+    store, pages = flat_store
+    fast_index.save(tmp_path / "fast")
+    loaded = FastMaxSim.load(tmp_path / "fast", store)
+    q = queries_from(pages, 1, seed=11)
+    first = fast_index.search(q, top_k=5)[1][0]
+    np.testing.assert_array_equal(loaded.search(q, top_k=5)[1][0], first)
+    loaded.remove([int(first[0])])
+    assert int(first[0]) not in loaded.search(q, top_k=5)[1][0].tolist()
+    allowed = np.zeros(store.num_pages, bool)
+    allowed[:100] = True
+    assert (loaded.search(q, top_k=5, allowed=allowed)[1][0] < 100).all()
+    with pytest.raises(RuntimeError, match="rebuild"):
+        FastMaxSim.load(tmp_path / "fast", FlatTokenStore(_smaller_store(tmp_path, pages)))
+
+
+def _smaller_store(tmp_path, pages) -> Path:
+    writer = TokenStoreWriter(tmp_path / "small", dim=128)
+    writer.append(np.concatenate(pages[:5]), [len(p) for p in pages[:5]])
+    writer.commit()
+    writer.close()
+    return tmp_path / "small"
+
+
+def test_codebook_assigns_tokens_to_near_centroids(flat_store):
+    store, pages = flat_store
+    sample = np.concatenate(pages[:200]).astype(np.float32)
+    book = Codebook.train(sample, 512)
+    codes = book.assign(sample)
+    chosen = np.einsum("ij,ij->i", sample, book.centroids[codes])
+    best = (sample @ book.centroids.T).max(axis=1)
+    # two-level coding is near-optimal: the chosen centroid is almost as close as the best one
+    assert np.mean(chosen >= best - 0.05) > 0.95
+
+
+# ---- the sidecar of a real index: ingestion, incremental upkeep, kill and resume -------------------------
+def _pages_folder(root: Path, name: str, seeds) -> Path:
+    folder = root / name
+    folder.mkdir(parents=True)
+    for s in seeds:
+        draw_page(s).save(folder / f"page{s:04d}.png")
+    return folder
+
+
+def _ingestor(index: Path, **kwargs) -> Ingestor:
+    return Ingestor(index, visual_model=None, text_model=None, visual_embedder=PatchEmbedder(), progress=False,
+                    ocr=False, **kwargs)
+
+
+def _engines(index: Path):
+    kw = {"visual_embedder": PatchEmbedder(), "use_bm25": False}
+    return SearchEngine(index, visual_backend="exact", **kw), SearchEngine(index, visual_backend="fast", **kw)
+
+
+def _same_answers(exact: SearchEngine, fast: SearchEngine, queries, top_k: int = 10) -> None:
+    for q in queries:
+        a = [(h.page_id, round(h.score, 3)) for h in exact.search_by_vectors([q], top_k=top_k)[0]]
+        b = [(h.page_id, round(h.score, 3)) for h in fast.search_by_vectors([q], top_k=top_k)[0]]
+        assert a == b
+
+
+def _page_queries(index: Path, n: int, seed: int = 0):
+    manifest = Manifest.load(index)
+    rng = np.random.default_rng(seed)
+    segs = manifest_segments(manifest)
+    out = []
+    for si in rng.choice(len(segs), n):
+        vec = np.load(index / segs[si].file).astype(np.float32)
+        out.append(vec[rng.choice(len(vec), 8, replace=False)])
+    return out
+
+
+def test_incremental_add_and_remove_keep_the_fast_index_exact(tmp_path):
+    index = tmp_path / "index"
+    _ingestor(index).add(_pages_folder(tmp_path, "a", range(40)))
+    assert not has_fast_index(index)
+    assert SearchEngine(index, visual_embedder=PatchEmbedder(), use_bm25=False).stats()["visual_backend"] == "exact"
+    build_fast_index(index)
+    assert SearchEngine(index, visual_embedder=PatchEmbedder(), use_bm25=False).visual_backend_name == "fast"
+    gen1 = current_generation(index)
+
+    _ingestor(index).add(_pages_folder(tmp_path, "b", range(40, 70)))  # the ingest hook refreshes the sidecar
+    gen2 = current_generation(index)
+    assert gen2 != gen1 and not gen1.exists()
+    meta = json.loads((gen2 / "fast_meta.json").read_text())
+    assert meta["num_pages"] == 70
+    exact, fast = _engines(index)
+    _same_answers(exact, fast, _page_queries(index, 8))
+
+    removed = [d for d in Manifest.load(index).documents if d.startswith("page004")]
+    assert _ingestor(index).remove(removed) == removed
+    exact, fast = _engines(index)
+    assert fast.stats()["pages"] == 60
+    _same_answers(exact, fast, _page_queries(index, 8, seed=1))
+    assert not any(h.doc_id in removed for q in _page_queries(index, 8, seed=2)
+                   for h in fast.search_by_vectors([q], top_k=20)[0])
+
+
+KILL_SCRIPT = """
+import os, signal, sys
+sys.path.insert(0, sys.argv[3])
+from search_engine.ingest import Ingestor
+from testkit.patch_embedder import PatchEmbedder
+done = []
+def on_progress(event):
+    if event["stage"] == "done":
+        done.append(event["doc_id"])
+        if len(done) == 3:
+            os.kill(os.getpid(), signal.SIGKILL)  # three documents committed, the fast index not yet refreshed
+Ingestor(sys.argv[1], visual_model=None, text_model=None, visual_embedder=PatchEmbedder(), progress=False,
+         ocr=False, progress_callback=on_progress).add([sys.argv[2]])
+"""
+
+
+def test_killed_ingestion_leaves_a_consistent_fast_index(tmp_path):
+    index = tmp_path / "index"
+    _ingestor(index).add(_pages_folder(tmp_path, "a", range(30)))
+    build_fast_index(index)
+    more = _pages_folder(tmp_path, "b", range(30, 45))
+    proc = subprocess.run([sys.executable, "-c", KILL_SCRIPT, str(index), str(more), str(REPO)], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -9, proc.stderr
+    manifest = Manifest.load(index)
+    assert len(manifest.documents) >= 33  # committed documents are in the manifest
+    # the sidecar on disk predates them; the engine brings it up to date in memory, answers stay exact
+    assert json.loads((current_generation(index) / "fast_meta.json").read_text())["num_pages"] < len(manifest.pages)
+    exact, fast = _engines(index)
+    assert fast.stats()["pages"] == len(manifest.pages)
+    _same_answers(exact, fast, _page_queries(index, 6))
+    # resuming the ingestion persists an up-to-date generation
+    _ingestor(index).add(more)
+    assert refresh_fast_index(index) is True
+    meta = json.loads((current_generation(index) / "fast_meta.json").read_text())
+    assert meta["num_pages"] == 45
+    exact, fast = _engines(index)
+    _same_answers(exact, fast, _page_queries(index, 6, seed=3))
+
+
+def test_fast_backend_needs_a_sidecar_and_unknown_backends_are_refused(tmp_path):
+    index = tmp_path / "index"
+    _ingestor(index).add(_pages_folder(tmp_path, "a", range(5)))
+    with pytest.raises(FileNotFoundError, match="build-fast-index"):
+        SearchEngine(index, visual_embedder=PatchEmbedder(), visual_backend="fast")
+    with pytest.raises(ValueError, match="unknown visual backend"):
+        SearchEngine(index, visual_embedder=PatchEmbedder(), visual_backend="nope")
