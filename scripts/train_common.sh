@@ -35,6 +35,10 @@ _vrag_defaults() {
   if [[ -z "$PYTHON" ]]; then
     if [[ -x "$REPO_ROOT/.venv/bin/python" ]]; then PYTHON="$REPO_ROOT/.venv/bin/python"; else PYTHON=python3; fi
   fi
+  RAY_BIN="${RAY_BIN:-}"                               # the `ray` CLI of the same environment as PYTHON
+  if [[ -z "$RAY_BIN" ]]; then
+    if [[ -x "$(dirname "$PYTHON")/ray" ]]; then RAY_BIN="$(dirname "$PYTHON")/ray"; else RAY_BIN=ray; fi
+  fi
 }
 
 _vrag_usage() {
@@ -43,7 +47,8 @@ usage: $(basename "$0") [--dry-run] [--head | --join HEAD_IP:PORT] [hydra.key=va
 
 Trains with verl's trainer and configs/verl/$VRAG_CONFIG_DEFAULT.yaml.
   --dry-run        print the checks, the command and the composed config; start nothing
-  --head           start a Ray head on this node (multi-node: NNODES>1 implies it), then train
+  --head           start a Ray head on this node (multi-node: NNODES>1 implies it), then train;
+                   the head is stopped (ray stop) when training ends
   --join ADDR      join the Ray cluster at ADDR as a worker node and block (run this on the other nodes)
   key=value        a Hydra override, e.g. trainer.total_epochs=2 data.train_batch_size=64
 
@@ -55,6 +60,7 @@ Environment (default):
   SEARCH_BIND (127.0.0.1)  SEARCH_DEVICE (cpu)  SEARCH_WAIT_S (300)
   VRAG_JUDGE_URL (unset: rule-based outcome)  VRAG_JUDGE_MODEL (qwen-max-latest)  VRAG_JUDGE_API_KEY
   RAY_ADDRESS (join an existing cluster)  RAY_PORT (6379)  RAY_WAIT_S (600)  PYTHON (.venv/bin/python)
+  RAY_BIN (the ray CLI beside PYTHON, else ray on PATH)
 EOF
 }
 
@@ -149,11 +155,11 @@ _start_search() {
 
 _cleanup() {
   if [[ -n "${SEARCH_PID:-}" ]] && kill -0 "$SEARCH_PID" 2>/dev/null; then kill "$SEARCH_PID"; wait "$SEARCH_PID" 2>/dev/null || true; fi
-  if [[ "${STARTED_RAY_HEAD:-0}" == 1 ]]; then ray stop >/dev/null 2>&1 || true; fi
+  if [[ "${STARTED_RAY_HEAD:-0}" == 1 ]]; then "$RAY_BIN" stop >/dev/null 2>&1 || true; fi
 }
 
 _ray_head() {
-  local head_cmd=(ray start --head "--port=$RAY_PORT" "--num-gpus=$N_GPUS" --dashboard-host=0.0.0.0)
+  local head_cmd=("$RAY_BIN" start --head "--port=$RAY_PORT" "--num-gpus=$N_GPUS" --dashboard-host=0.0.0.0)
   if [[ "$DRY_RUN" == 1 ]]; then echo "[ray] would run: ${head_cmd[*]}; then wait for $NNODES node(s) x $N_GPUS GPU(s)"; return 0; fi
   "${head_cmd[@]}"
   STARTED_RAY_HEAD=1
@@ -193,7 +199,7 @@ vrag_train_main() {
   cd "$REPO_ROOT"
 
   if [[ -n "$join" ]]; then
-    local join_cmd=(ray start "--address=$join" "--num-gpus=$N_GPUS" --block)
+    local join_cmd=("$RAY_BIN" start "--address=$join" "--num-gpus=$N_GPUS" --block)
     if [[ "$DRY_RUN" == 1 ]]; then echo "[ray] would run: ${join_cmd[*]}"; return 0; fi
     command -v nvidia-smi >/dev/null 2>&1 || { echo "[check] FAIL: no NVIDIA GPU on this node (nvidia-smi missing)" >&2; return 1; }
     exec "${join_cmd[@]}"

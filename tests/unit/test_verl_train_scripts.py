@@ -78,7 +78,7 @@ def _check_dry_run(script: str, out: str, env: dict[str, str]) -> None:
     assert out.count("rows OK") == 2, script  # both parquet files were checked
     if multi_node:
         assert cfg["trainer"]["nnodes"] == 2
-        assert "[ray] would run: ray start --head --port=6379 --num-gpus=8" in out
+        assert "[ray] would run: " in out and "ray start --head --port=6379 --num-gpus=8" in out
     else:
         assert "[ray] single node" in out, script
 
@@ -113,8 +113,8 @@ def test_bad_arguments_and_join(env):
     proc = _run("train_grpo_qwen2_5_vl_7b.sh", ["--bogus"], env, timeout=60)
     assert proc.returncode == 2 and "unknown argument: --bogus" in proc.stderr and "usage:" in proc.stderr
     proc = _run("train_grpo_qwen2_5_vl_7b.sh", ["--dry-run", "--join", "10.0.0.1:6379"], env, timeout=60)
-    assert proc.returncode == 0 and "[ray] would run: ray start --address=10.0.0.1:6379 --num-gpus=8 --block" in \
-        proc.stdout
+    assert proc.returncode == 0 and "[ray] would run: " in proc.stdout
+    assert "ray start --address=10.0.0.1:6379 --num-gpus=8 --block" in proc.stdout
     proc = _run("train_grpo_qwen2_5_vl_7b.sh", ["--help"], env, timeout=60)
     assert proc.returncode == 0 and "VRAG_SEARCH_URL" in proc.stdout and "RESUME_MODE" in proc.stdout
 
