@@ -12,6 +12,25 @@ app = typer.Typer(help="VRAG search engine: ingest documents, search, and serve 
                   no_args_is_help=True, add_completion=False)
 
 Index = Annotated[Path, typer.Option("--index", "-i", help="index directory")]
+Backend = Annotated[Optional[str], typer.Option(
+    "--backend", envvar="VRAG_VISUAL_BACKEND",
+    help="visual search backend: auto (fast if the index has a fast index, else exact), exact, fast, qdrant")]
+QdrantUrl = Annotated[Optional[str], typer.Option(
+    envvar="VRAG_QDRANT_URL", help="with --backend qdrant: server/cluster URL, a local path, or :memory:")]
+QdrantCollection = Annotated[str, typer.Option(help="with --backend qdrant: collection name")]
+
+
+def _backend_env(backend: Optional[str], qdrant_url: Optional[str], qdrant_collection: str) -> dict:
+    """Engine options from the backend flags (also exported, so a served app reads the same config)."""
+    import os
+
+    if backend:
+        os.environ["VRAG_VISUAL_BACKEND"] = backend
+    if qdrant_url:
+        os.environ["VRAG_QDRANT_URL"] = qdrant_url
+    os.environ["VRAG_QDRANT_COLLECTION"] = qdrant_collection
+    return {"visual_backend": backend, "qdrant": {"location": qdrant_url or ":memory:",
+                                                  "collection": qdrant_collection}}
 
 
 def _model_option(value: Optional[str]) -> Optional[str]:
@@ -91,11 +110,13 @@ def import_nodes(
 
 
 @app.command()
-def search(query: Annotated[list[str], typer.Argument()], index: Index, top_k: int = 5, device: str = "auto") -> None:
+def search(query: Annotated[list[str], typer.Argument()], index: Index, top_k: int = 5, device: str = "auto",
+           backend: Backend = None, qdrant_url: QdrantUrl = None, qdrant_collection: QdrantCollection = "vrag_pages",
+           ) -> None:
     """Search from the shell (prints JSON)."""
     from search_engine.engine import SearchEngine
 
-    engine = SearchEngine.load(index, device=device)
+    engine = SearchEngine.load(index, device=device, **_backend_env(backend, qdrant_url, qdrant_collection))
     results = engine.batch_search(query, top_k=top_k)
     json.dump([[h.to_dict() for h in hits] for hits in results], sys.stdout, indent=1)
     typer.echo()
@@ -120,8 +141,11 @@ def serve(index: Index, host: str = "127.0.0.1", port: int = 8002,
               help="return absolute server paths of page images and sources (default: only for a loopback --host)",
           )] = None,
           max_body_bytes: Annotated[int, typer.Option(help="larger request bodies are refused with 413")] = 1 << 20,
+          backend: Backend = None, qdrant_url: QdrantUrl = None,
+          qdrant_collection: QdrantCollection = "vrag_pages",
           ) -> None:
     """Serve the index over HTTP (FastAPI; docs at /docs)."""
+    _backend_env(backend, qdrant_url, qdrant_collection)
     from search_engine.api import serve as run_server
 
     if not (index / "manifest.json").exists():
@@ -130,6 +154,34 @@ def serve(index: Index, host: str = "127.0.0.1", port: int = 8002,
         raise typer.Exit(2)
     run_server(str(index), host=host, port=port, api_key=api_key, device=device, expose_paths=expose_paths,
                max_body_bytes=max_body_bytes)
+
+
+@app.command("build-fast-index")
+def build_fast_index_cmd(
+    index: Index,
+    centroids: Annotated[Optional[int], typer.Option(min=16, max=65535, help="default: ~4*sqrt(tokens)")] = None,
+    nprobe: Annotated[int, typer.Option(min=1, help="centroids probed per query token (recall/speed knob)")] = 8,
+    candidates: Annotated[int, typer.Option(min=1, help="pages rescored exactly per query")] = 256,
+    check: Annotated[int, typer.Option(min=0, help="measure recall@10 vs exact on this many page-derived queries")] = 0,
+) -> None:
+    """Add (or rebuild) the fast visual index: centroid codes + inverted file beside the fp16 segments.
+
+    Also the migration step for indexes made before it existed; ingestion keeps it up to date afterwards.
+    """
+    from search_engine.index.fast_index import build_fast_index
+    from search_engine.index.fast_maxsim import FastParams
+
+    try:
+        gen = build_fast_index(index, num_centroids=centroids, params=FastParams(nprobe, candidates),
+                               say=typer.echo)
+    except (FileNotFoundError, ValueError, RuntimeError) as exc:
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        raise typer.Exit(2)
+    typer.echo(f"fast index written: {gen}")
+    if check:
+        from search_engine.index.fast_index import recall_report
+
+        typer.echo(json.dumps(recall_report(index, check)))
 
 
 @app.command("sample-corpus")

@@ -58,7 +58,9 @@ class SearchEngine:
         self.fast_params = fast_params
         self.qdrant_options = dict(qdrant or {})
         if not self.qdrant_options and os.environ.get("VRAG_QDRANT_URL"):
-            self.qdrant_options = {"location": os.environ["VRAG_QDRANT_URL"]}
+            self.qdrant_options = {"location": os.environ["VRAG_QDRANT_URL"],
+                                   "collection": os.environ.get("VRAG_QDRANT_COLLECTION", "vrag_pages"),
+                                   "api_key": os.environ.get("VRAG_QDRANT_API_KEY") or None}
         if not Manifest.exists(self.index_dir):
             raise FileNotFoundError(f"no index at {self.index_dir} (manifest.json missing); ingest documents first")
         self.device = device

@@ -199,3 +199,31 @@ class FastVisualIndex:
             rows, _ = self.fast.candidates(query, allowed=allowed_rows)
             out[qi, self.column_of_row[rows]] = self.fast.rerank(query, rows)
         return out
+
+
+def recall_report(index_dir: str | Path, num_queries: int = 20, tokens: int = 20, seed: int = 0, k: int = 10,
+                  nprobe: int | None = None, candidates: int | None = None) -> dict:
+    """Recall@k of the index's fast path against exact MaxSim, on queries drawn from its own pages.
+
+    There are no real queries at hand, so each query is `tokens` tokens of a random page plus a
+    little noise (as in the benchmark); the exact top-k comes from one streaming exact pass.
+    """
+    index_dir = Path(index_dir)
+    manifest = Manifest.load(index_dir)
+    gen = current_generation(index_dir)
+    if gen is None:
+        raise FileNotFoundError(f"{index_dir} has no fast index")
+    fast, _, _ = _open(index_dir, gen, manifest, None, "cpu")
+    rng = np.random.default_rng(seed)
+    rows = rng.choice(fast.num_pages, min(num_queries, fast.num_pages), replace=False)
+    gathered = fast.store.gather(np.sort(rows))
+    queries = []
+    for start, count in zip(gathered.starts, gathered.counts):
+        page = gathered.vectors[start : start + count].astype(np.float32)
+        q = page[rng.choice(count, min(tokens, count), replace=False)]
+        q = q + rng.normal(0, 0.05, q.shape).astype(np.float32)
+        queries.append(q / np.linalg.norm(q, axis=1, keepdims=True))
+    from search_engine.index.maxsim import exact_topk_streaming
+
+    _, exact_rows = exact_topk_streaming(fast.store, queries, k=k)
+    return fast.recall_check(queries, k=k, nprobe=nprobe, candidates=candidates, exact_rows=exact_rows)

@@ -300,3 +300,18 @@ def test_fast_backend_needs_a_sidecar_and_unknown_backends_are_refused(tmp_path)
         SearchEngine(index, visual_embedder=PatchEmbedder(), visual_backend="fast")
     with pytest.raises(ValueError, match="unknown visual backend"):
         SearchEngine(index, visual_embedder=PatchEmbedder(), visual_backend="nope")
+
+
+def test_cli_builds_the_fast_index_of_an_existing_index_and_reports_recall(tmp_path):
+    """The migration path: an index made without a fast index gets one with one command."""
+    index = tmp_path / "index"
+    _ingestor(index).add(_pages_folder(tmp_path, "a", range(25)))
+    proc = subprocess.run([sys.executable, "-m", "search_engine", "build-fast-index", "--index", str(index),
+                           "--check", "5"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["queries"] == 5 and report["recall_at_k"] == 1.0  # 25 pages < 256 candidates: all rescored
+    assert has_fast_index(index)
+    bad = subprocess.run([sys.executable, "-m", "search_engine", "build-fast-index", "--index", str(tmp_path / "x")],
+                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "error" in bad.stderr
