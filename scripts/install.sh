@@ -2,13 +2,14 @@
 # Install everything into .venv at the repository root.
 #   bash scripts/install.sh            # runtime + demo (Streamlit)
 #   bash scripts/install.sh --test     # also the browser-test packages (chromium, chromium-driver)
-# System packages (Debian/Ubuntu): poppler-utils (pdftoppm), tesseract-ocr (OCR of scanned pages).
+# System packages (Debian/Ubuntu): poppler-utils (pdftoppm), tesseract-ocr with English and Simplified
+# Chinese (OCR of scanned pages; add other tesseract-ocr-LANG packs for other scripts).
 # A CUDA machine: install your CUDA torch into .venv first; torch==2.13.0 from PyPI is a CUDA build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODE="${1:-}"
-APT_PACKAGES=(poppler-utils tesseract-ocr tesseract-ocr-eng)
+APT_PACKAGES=(poppler-utils tesseract-ocr tesseract-ocr-eng tesseract-ocr-chi-sim)
 if [[ "$MODE" == "--test" ]]; then
   APT_PACKAGES+=(chromium chromium-driver)
 fi
@@ -40,7 +41,7 @@ PYTHON="${PYTHON:-python3}"
 .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements_demo.txt
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
 # Lazy torchvision fix for CPU-only torch in every process of this venv (Streamlit, uvicorn, Ray
-# workers): see search_engine/_compat.py. It does nothing on a CUDA torch.
+# workers): see search_engine/compat.py. It does nothing on a CUDA torch.
 SITE=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-echo 'import search_engine._compat as _c; _c.install_torchvision_hook()' > "$SITE/vrag_torchvision_shim.pth"
+echo 'import search_engine.compat as _c; _c.install_torchvision_hook()' > "$SITE/vrag_torchvision_shim.pth"
 echo "[install] done: $(.venv/bin/python -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)')"

@@ -450,14 +450,13 @@ def test_cli_runs_the_real_agent_over_loopback(tmp_path, sample_corpus, scripted
 def test_dataset_doc_ids_agree_with_the_corpus_rule():
     """Page ids from datasets must equal the ids the ingestion gives the same PDFs."""
     from search_engine.corpus import doc_id_for
-    from vrag_rl.evaluation.dataset import _doc_id_fallback, doc_id_for_file
+    from vrag_rl.evaluation.dataset import doc_id_for_file
 
     names = ["acme_annual_report_2023.pdf", "--My Report (final).pdf", "a b/c.d.pdf", "x" * 200 + ".pdf",
              "été 2024.pdf", "a...b.pdf", "___.pdf"]
     for name in names:
         expected = doc_id_for(name)
         assert doc_id_for_file(name) == expected, name
-        assert _doc_id_fallback(name.rsplit("/", 1)[-1][: -len(".pdf")]) == expected, name
 
 
 def test_result_error_counts_as_error():

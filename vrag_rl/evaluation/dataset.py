@@ -10,36 +10,21 @@ from __future__ import annotations
 
 import json
 import random
-import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-try:  # the ingestion's own rule, so our ids can never drift from the index's
-    from search_engine.corpus import doc_id_for as _corpus_doc_id_for
-except ImportError:  # pragma: no cover - a partial install without the search engine
-    _corpus_doc_id_for = None
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
-_DOTS = re.compile(r"\.{2,}")
-_LEADING = re.compile(r"^[^A-Za-z0-9]+")
-
-
-def _doc_id_fallback(stem: str) -> str:
-    """Mirrors search_engine.corpus.doc_id_for: unsafe chars → "_", no "..", no leading
-    non-alphanumerics, at most 120 chars, "doc" if nothing is left."""
-    return _LEADING.sub("", _DOTS.sub(".", _UNSAFE.sub("_", stem)))[:120] or "doc"
+from search_engine.corpus import doc_id_for
 
 
 def doc_id_for_file(file_name: str) -> str:
-    """The corpus doc id of a PDF named in a dataset (its sanitised stem).
+    """The corpus doc id of a PDF named in a dataset: the ingestion's own rule (`corpus.doc_id_for`),
+    so dataset page ids can never drift from the index's.
 
     The ingestion suffixes a hash when two files sanitise to the same id; a dataset cannot know
     that, so such clashing names are not supported.
     """
-    if _corpus_doc_id_for is None:
-        return _doc_id_fallback(Path(file_name).stem)
-    return _corpus_doc_id_for(Path(file_name))
+    return doc_id_for(Path(file_name))
 
 
 @dataclass

@@ -11,39 +11,14 @@ import os
 import threading
 from pathlib import Path
 
-from search_engine._compat import install_torchvision_hook
+from search_engine.compat import install_torchvision_hook
+from search_engine.devices import resolve_device, resolve_dtype
 from vrag_rl.policy_server.protocol import BadRequest, ChatMessage, Generation, GenerationParams, TextPart
 
 install_torchvision_hook()  # Qwen-VL processors import torchvision; a CPU torch needs the shim first
 
 # Generating one of these from text alone makes the next forward look for an image that is not there.
 VISION_TOKENS = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>")
-_DTYPES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16", "half": "float16",
-           "fp32": "float32", "float32": "float32", "float": "float32"}
-
-
-def resolve_device(device: str = "auto") -> str:
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError(f"device {device!r} requested but CUDA is not available")
-    return device
-
-
-def resolve_dtype(dtype: str, device: str):
-    """bf16 on a GPU (what Qwen2.5-VL was trained in), fp32 on CPU (bf16 matmuls there are slow)."""
-    import torch
-
-    if dtype == "auto":
-        return torch.bfloat16 if device.startswith("cuda") else torch.float32
-    try:
-        return getattr(torch, _DTYPES[dtype.lower()])
-    except KeyError:
-        raise ValueError(f"unknown dtype {dtype!r}; use auto, bfloat16, float16 or float32") from None
-
-
 class TransformersBackend:
     """`AutoProcessor` + `AutoModelForImageTextToText` behind the `Backend` protocol.
 
