@@ -125,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         endpoint.stop()
         search.stop()
     summary = summarise(outcomes, state, time.perf_counter() - started, api_calls=len(plan))
+    if not outcomes:
+        return 0
     print(f"code under test: {Path(sys.modules['vrag_rl'].__file__).parents[1]}")
     print(f"episodes {summary.episodes} in {summary.api_calls} public-API calls; kinds served {summary.kinds}; "
           f"HTTP requests to the endpoint {summary.requests} (max per episode {summary.max_requests_per_episode}); "
