@@ -14,9 +14,10 @@ candidates + exact rerank from the on-disk store), `qdrant` (qdrant-client local
 
     python scripts/make_bench_corpus.py --pages 10000 --out data/bench/synth_10k --queries 200
     python scripts/bench_search.py --corpus data/bench/synth_10k --corpus data/bench/synth_100k
-    python scripts/bench_search.py --stress 10000      # the old replicated set (39 pages + noise), exact vs fast
 
-Old mode (replicated real pages, exact path vs colpali-engine only): `--stress N`.
+The old replicated set (39 real pages + small noise: near-duplicates everywhere) stays available as
+a stress case: `make_bench_corpus.py --kind replicated --noise 0.05 --out data/bench/replicated_10k ...`
+then `--corpus data/bench/replicated_10k`.
 """
 from __future__ import annotations
 

@@ -70,6 +70,16 @@ def synth_pages(base: list[np.ndarray], num_pages: int, rng: np.random.Generator
     return vecs.astype(np.float16), np.asarray(counts, np.int64)
 
 
+def replicated_pages(base: list[np.ndarray], first: int, num_pages: int, rng: np.random.Generator, noise: float
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """The old stress set: page i is real page i mod 39 plus noise (near-duplicates everywhere)."""
+    pages = [base[(first + i) % len(base)] for i in range(num_pages)]
+    vecs = np.concatenate(pages) + rng.standard_normal((sum(len(p) for p in pages), base[0].shape[1]),
+                                                       dtype=np.float32) * noise
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    return vecs.astype(np.float16), np.asarray([len(p) for p in pages], np.int64)
+
+
 def make_queries(store: FlatTokenStore, num_queries: int, tokens: int, noise: float, seed: int):
     rng = np.random.default_rng(seed)
     targets = np.sort(rng.choice(store.num_pages, num_queries, replace=False))
@@ -84,16 +94,22 @@ def make_queries(store: FlatTokenStore, num_queries: int, tokens: int, noise: fl
     return np.stack(queries)[order], targets[order]
 
 
-def build(out: Path, pages: int, npz: Path, noise: float, seed: int, chunk: int = 1000) -> FlatTokenStore:
+def build(out: Path, pages: int, npz: Path, noise: float, seed: int, chunk: int = 1000, kind: str = "spans"
+          ) -> FlatTokenStore:
     base = load_base(npz)
     writer = TokenStoreWriter(out, dim=base[0].shape[1],
-                              extra_meta={"source": str(npz), "noise": noise, "seed": seed, "kind": "synthetic-spans"})
+                              extra_meta={"source": str(npz), "noise": noise, "seed": seed, "kind": kind})
+    if writer.meta.get("kind", kind) != kind:
+        raise SystemExit(f"{out} holds a {writer.meta['kind']} corpus, not {kind}")
     started = time.perf_counter()
     while writer.num_pages < pages:
         first = writer.num_pages
         n = min(chunk, pages - first)
         rng = np.random.default_rng([seed, first])  # per-chunk seed: resumable and deterministic
-        vecs, counts = synth_pages(base, n, rng, noise)
+        if kind == "replicated":
+            vecs, counts = replicated_pages(base, first, n, rng, noise)
+        else:
+            vecs, counts = synth_pages(base, n, rng, noise)
         writer.append(vecs, counts)
         writer.commit(target_pages=pages)
         if (first // chunk) % 10 == 0:
@@ -139,11 +155,13 @@ def main() -> int:
     parser.add_argument("--query-tokens", type=int, default=20)
     parser.add_argument("--query-noise", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--kind", choices=["spans", "replicated"], default="spans",
+                        help="spans: distinct recombined pages (default); replicated: the old stress set")
     args = parser.parse_args()
     if not args.npz.exists():
         print(f"embeddings not found at {args.npz}", file=sys.stderr)
         return 2
-    store = build(args.out, args.pages, args.npz, args.noise, args.seed)
+    store = build(args.out, args.pages, args.npz, args.noise, args.seed, kind=args.kind)
     print(f"{store.num_pages:,} pages, {store.num_tokens:,} tokens, {store.nbytes_on_disk() / 2**30:.2f} GiB")
     if args.queries:
         ground_truth(store, args.out, args.queries, args.query_tokens, args.query_noise, args.seed + 1)

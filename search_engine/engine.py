@@ -61,6 +61,9 @@ class SearchEngine:
             self.qdrant_options = {"location": os.environ["VRAG_QDRANT_URL"],
                                    "collection": os.environ.get("VRAG_QDRANT_COLLECTION", "vrag_pages"),
                                    "api_key": os.environ.get("VRAG_QDRANT_API_KEY") or None}
+            for key, var in (("shard_number", "VRAG_QDRANT_SHARDS"), ("replication_factor", "VRAG_QDRANT_REPLICAS")):
+                if os.environ.get(var):
+                    self.qdrant_options[key] = int(os.environ[var])
         if not Manifest.exists(self.index_dir):
             raise FileNotFoundError(f"no index at {self.index_dir} (manifest.json missing); ingest documents first")
         self.device = device
@@ -123,7 +126,8 @@ class SearchEngine:
                 state.channels[channel] = open_visual_backend(
                     self.visual_backend, self.index_dir, manifest, page_ids, page_index,
                     lambda c=counts[channel], d=dim: self._exact_scorer(manifest, c, d),
-                    device=self._scorer_device(), fast_params=self.fast_params, qdrant=self.qdrant_options)
+                    device=self._scorer_device(), fast_params=self.fast_params, qdrant=self.qdrant_options,
+                    previous=getattr(getattr(self, "_state", None), "channels", {}).get(channel))
             else:
                 flat = np.concatenate(vectors[channel]) if vectors[channel] else np.zeros((0, dim), np.float32)
                 state.channels[channel] = DenseChannel(flat)

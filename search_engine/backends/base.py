@@ -39,10 +39,13 @@ class ExactBackend:
 
 
 def open_visual_backend(name: str, index_dir: Path, manifest, page_ids: list[str], page_index: dict[str, int],
-                        load_exact, *, device: str = "cpu", fast_params=None, qdrant: dict[str, Any] | None = None):
+                        load_exact, *, device: str = "cpu", fast_params=None, qdrant: dict[str, Any] | None = None,
+                        previous: Any = None):
     """Open the named backend for an index; `load_exact()` builds the in-RAM exact scorer on demand.
 
     `auto` = `fast` when the index has a fast sidecar, else `exact` (so existing indexes open as before).
+    `previous`: the backend this engine used before a reload; a Qdrant client is reused (a local-mode
+    path can only be opened by one client at a time).
     """
     from search_engine.index.fast_index import FastVisualIndex, has_fast_index
 
@@ -60,6 +63,10 @@ def open_visual_backend(name: str, index_dir: Path, manifest, page_ids: list[str
         return backend
     from search_engine.backends.qdrant import QdrantBackend
 
-    backend = QdrantBackend(page_ids=page_ids, **(qdrant or {}))
+    if isinstance(previous, QdrantBackend):
+        backend = previous
+        backend.rebind(page_ids)
+    else:
+        backend = QdrantBackend(page_ids=page_ids, **(qdrant or {}))
     backend.sync(index_dir, manifest)
     return backend

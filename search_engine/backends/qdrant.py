@@ -51,6 +51,10 @@ class QdrantBackend:
         self.collection = collection
         self.batch_size, self.retries, self.depth = batch_size, retries, depth
         self.shard_number, self.replication_factor = shard_number, replication_factor
+        self.rebind(page_ids)
+
+    def rebind(self, page_ids: list[str]) -> None:
+        """Adopt the engine's (new) page order after a reload."""
         self.page_ids = page_ids
         self.num_pages = len(page_ids)
         self._column = {pid: i for i, pid in enumerate(page_ids)}

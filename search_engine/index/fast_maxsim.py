@@ -181,14 +181,6 @@ class FastMaxSim:
             all_rows.append(rows[order])
         return all_scores, all_rows
 
-    def score(self, queries: Sequence[np.ndarray], allowed: np.ndarray | None = None) -> np.ndarray:
-        """Dense (queries, pages) scores for the engine: exact MaxSim on candidates, -inf elsewhere."""
-        out = np.full((len(queries), self.num_pages), -np.inf, np.float32)
-        for qi, query in enumerate(queries):
-            rows, _ = self.candidates(query, allowed=allowed)
-            out[qi, rows] = self.rerank(query, rows)
-        return out
-
     def recall_check(self, queries: Sequence[np.ndarray], k: int = 10, nprobe: int | None = None,
                      candidates: int | None = None, exact_rows: np.ndarray | None = None) -> dict:
         """Recall@k of this fast path against exact MaxSim on `queries` (exact computed if not given)."""

@@ -59,20 +59,24 @@ def test_qdrant_returns_the_exact_top_pages_and_follows_the_manifest(tmp_path):
     hits = engine.search_by_vectors([queries[0]], top_k=5, doc_ids=wanted)[0]
     assert {h.doc_id for h in hits} == set(wanted)
 
-    # add and remove documents; a fresh engine re-syncs the collection (idempotent, resumable)
-    backend.close()
+    # add and remove documents; the running engine's reload re-syncs the collection (same local client)
     _ingest(index, tmp_path / "b", range(30, 40))
     Ingestor(index, visual_model=None, text_model=None, visual_embedder=PatchEmbedder(), progress=False,
              ocr=False).remove(["page0000", "page0001"])
-    engine = SearchEngine(index, visual_backend="qdrant", qdrant=qdrant_opts, **kw)
-    backend = engine._state.channels["visual"]
+    assert engine.reload() is True
+    assert engine._state.channels["visual"] is backend
+    assert engine.stats()["pages"] == 38
     assert backend.stored_page_ids() == set(Manifest.load(index).pages)
     assert backend.sync(index, Manifest.load(index)) == {"upserted": 0, "deleted": 0}
     exact.reload(force=True)
     for q in _queries(index, 4, seed=1):
         assert [h.page_id for h in exact.search_by_vectors([q], top_k=10)[0]] == \
             [h.page_id for h in engine.search_by_vectors([q], top_k=10)[0]]
+    # a fresh engine over the same local path re-syncs nothing: the collection already mirrors the index
     backend.close()
+    engine = SearchEngine(index, visual_backend="qdrant", qdrant=qdrant_opts, **kw)
+    assert engine._state.channels["visual"].sync(index, Manifest.load(index)) == {"upserted": 0, "deleted": 0}
+    engine._state.channels["visual"].close()
 
 
 def test_qdrant_writes_are_retried_then_reported(tmp_path):
