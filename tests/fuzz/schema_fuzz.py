@@ -74,7 +74,9 @@ def fuzz_schema(base_url: str, examples_per_mode: int, seed: int = 11, headers: 
                 _seeded(run, seed)()
             except Unsatisfiable:
                 continue  # an operation without parameters has no negative cases
-            except Exception as exc:  # noqa: BLE001 - collect every operation's failure, report all
+            except BaseException as exc:  # noqa: BLE001 - schemathesis' FailureGroup is a BaseExceptionGroup
+                if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                    raise
                 report.failures.append(f"{operation.label} [{mode.value}]: {str(exc)[:3000]}")
     return report
 
