@@ -38,7 +38,8 @@ def find_actor_dir(path: Path, step: int | None = None) -> Path:
         return path
     if (path / "actor").is_dir():
         return find_actor_dir(path / "actor")
-    steps = sorted((int(p.name.split("_")[-1]), p) for p in path.glob("global_step_*") if p.name.split("_")[-1].isdigit())
+    steps = sorted((int(p.name.rsplit("_", 1)[-1]), p) for p in path.glob("global_step_*")
+                   if p.name.rsplit("_", 1)[-1].isdigit())
     if not steps:
         if (path / "dist_ckpt").exists() or (path / "model").is_dir():
             raise CheckpointLayoutError(f"{path} looks like a Megatron checkpoint: use "
