@@ -249,3 +249,52 @@ class _started:
 
     def __exit__(self, *exc) -> None:
         self.server.stop()
+
+
+# ------------------------------------------------------------------------------------------------ dense + manifest
+
+
+def test_dense_channel_scores_by_hand():
+    from search_engine.index.dense import DenseChannel
+
+    pages = np.array([[1.0, 0.0], [0.6, 0.8], [0.0, -1.0]], np.float32)
+    channel = DenseChannel(pages)
+    assert channel.num_pages == 3 and channel.dim == 2
+    queries = [np.array([[0.6, 0.8], [9.0, 9.0]], np.float32), np.array([[0.0, 1.0]], np.float32)]
+    # only a query's first vector counts (single-vector models); inner products by hand
+    np.testing.assert_allclose(channel.score(queries), [[0.6, 1.0, -0.8], [0.0, 0.8, -1.0]], atol=1e-6)
+    top = channel.score(queries, top_n=1)
+    assert top[0].tolist() == [-np.inf, pytest.approx(1.0), -np.inf] and top[1].tolist()[1] == pytest.approx(0.8)
+    assert DenseChannel(np.zeros((0, 2), np.float32)).score(queries).shape == (2, 0)
+
+
+def test_manifest_round_trip_and_damage(tmp_path):
+    from search_engine.embedders.base import EmbedderSpec
+    from search_engine.index.manifest import DocumentEntry, Manifest
+    from search_engine.types import PageRecord
+
+    assert not Manifest.exists(tmp_path) and Manifest.load(tmp_path).documents == {}
+    manifest = Manifest()
+    manifest.set_spec("text", EmbedderSpec("minilm", "m", "text", False, 384))
+    pages = [PageRecord(f"d_{n}", "d", n, f"pages/d/abc/{n}.jpg", 10, 20, "/src/d.pdf", f"t{n}", "pdf")
+             for n in (1, 2)]
+    entry = DocumentEntry("d", "/src/d.pdf", "abc", 2, "pdf", ["d_1", "d_2"], {"text": {"file": "s.npy",
+                                                                                      "counts": [1, 1]}})
+    manifest.add_document(entry, pages)
+    manifest.add_document(DocumentEntry("e", "/src/e.png", "def", 1, "image", ["e_1"]),
+                          [PageRecord("e_1", "e", 1, "pages/e/def/1.jpg", 5, 5)])
+    manifest.save(tmp_path)
+    assert Manifest.exists(tmp_path)
+    loaded = Manifest.load(tmp_path)
+    assert loaded.to_json() == manifest.to_json() and loaded.updated_at > 0
+    assert loaded.spec("text") == EmbedderSpec("minilm", "m", "text", False, 384) and loaded.spec("visual") is None
+    assert loaded.doc_for_source("/src/d.pdf").doc_id == "d" and loaded.doc_for_source("/nope") is None
+    assert loaded.pages["d_2"].image_path == "pages/d/abc/2.jpg" and loaded.pages["d_2"].text == "t2"
+    removed = loaded.remove_document("d")
+    assert removed.doc_id == "d" and set(loaded.pages) == {"e_1"} and loaded.remove_document("d") is None
+    (tmp_path / "manifest.json").write_text("{broken")
+    with pytest.raises(RuntimeError, match="not valid JSON"):
+        Manifest.load(tmp_path)
+    (tmp_path / "manifest.json").write_text('{"version": 99}')
+    with pytest.raises(RuntimeError, match="newer version"):
+        Manifest.load(tmp_path)
