@@ -140,6 +140,7 @@ else
   else
     echo "==> no VLM configured (--policy-url, or --policy-model / a cached Qwen2.5-VL): using the rule-based OCR"
     echo "    policy on port $POLICY_PORT. Point the demo at a real VLM for real reasoning."
+    POLICY_KIND="rule-based stand-in (OCR + MiniLM extractive reader), not a VLM"  # the UI says so
     "$PY" -m vrag_rl.policy_server serve --backend rule-based --port "$POLICY_PORT" >"$LOG_DIR/policy.log" 2>&1 &
   fi
   PIDS+=($!)
@@ -150,9 +151,10 @@ fi
 # ---- the UI ----------------------------------------------------------------------------------------------
 port_free "$UI_PORT" || die "port $UI_PORT (Streamlit) is taken; pick another with --ui-port"
 export VRAG_POLICY_URL="$POLICY_URL" VRAG_SEARCH_URL="http://127.0.0.1:$SEARCH_PORT" VRAG_INDEX_DIR="$INDEX" \
-       VRAG_MODEL="$MODEL" VRAG_API_KEY="$API_KEY"
+       VRAG_MODEL="$MODEL" VRAG_API_KEY="$API_KEY" VRAG_POLICY_KIND="${POLICY_KIND:-}"
 echo "==> demo UI on http://$UI_HOST:$UI_PORT  (Ctrl-C stops everything)"
-"$PY" -m streamlit run demo/app.py --server.address "$UI_HOST" --server.port "$UI_PORT" --server.headless true \
+APP="demo/app.py"; [[ "$MODE" == "vimrag" ]] && APP="demo/vimrag_app.py"
+"$PY" -m streamlit run "$APP" --server.address "$UI_HOST" --server.port "$UI_PORT" --server.headless true \
   --browser.gatherUsageStats false >"$LOG_DIR/ui.log" 2>&1 &
 PIDS+=($!)
 UI_PROBE="$UI_HOST"; [[ "$UI_HOST" == "0.0.0.0" || "$UI_HOST" == "::" ]] && UI_PROBE="127.0.0.1"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import httpx  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from demo.corpus_panel import corpus_panel  # noqa: E402
@@ -32,6 +33,46 @@ def make_agent(settings: DemoSettings):
     return _cached_agent(settings.policy_url, settings.model, settings.api_key, settings.search_url)
 
 
+STAND_IN_ID = "rule-based"
+STAND_IN = "the rule-based stand-in (OCR + MiniLM extractive reader), not a VLM"
+PLUG_IN = ("For real reasoning plug in a VLM: `./run_demo.sh --policy-url http://HOST:8001/v1 --model NAME` "
+           "(vLLM, DashScope's compatible mode or any OpenAI-compatible API), or enter an endpoint in the sidebar.")
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def served_models(policy_url: str, api_key: str) -> tuple[list[str], str]:
+    """The model ids the policy endpoint lists at /models, and an error text when it cannot be asked."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        response = httpx.get(policy_url.rstrip("/") + "/models", headers=headers, timeout=5)
+        response.raise_for_status()
+        return [str(m.get("id")) for m in response.json().get("data", [])], ""
+    except (httpx.HTTPError, ValueError, AttributeError) as exc:
+        return [], str(exc)[:200]
+
+
+def describe_policy(settings: DemoSettings) -> tuple[str, bool]:
+    """(what answers, in words; whether it is the CPU stand-in rather than a VLM)."""
+    models, error = served_models(settings.policy_url, settings.api_key)
+    name = settings.model or (models[0] if models else "")
+    if name == STAND_IN_ID or (settings.policy_kind and "stand-in" in settings.policy_kind and not settings.model):
+        return f"{STAND_IN} at {settings.policy_url}", True
+    if error and not name:
+        return f"the endpoint {settings.policy_url} (not answering /models: {error})", False
+    return f"model `{name or '?'}` at {settings.policy_url}" + (f" — {settings.policy_kind}" if settings.policy_kind
+                                                                 else ""), False
+
+
+def policy_banner(settings: DemoSettings) -> None:
+    """Say plainly which policy answers, and how to plug in a real one when it is the stand-in."""
+    text, stand_in = describe_policy(settings)
+    if stand_in:
+        st.warning(f"**Answering: {text}.** It reads the pages with OCR and answers with a value or the whole "
+                   f"line it found; it does not reason. {PLUG_IN}", icon="⚙️")
+    else:
+        st.info(f"**Answering:** {text}", icon="🧠")
+
+
 def sidebar() -> DemoSettings:
     defaults = DemoSettings()
     with st.sidebar:
@@ -51,7 +92,9 @@ def sidebar() -> DemoSettings:
         st.sidebar.error("max pixels must be at least min pixels; using min pixels for both")
         max_pixels = min_pixels
     return DemoSettings(policy_url=policy_url, model=model, api_key=api_key, search_url=search_url,
-                        index_dir=defaults.index_dir, upload_dir=defaults.upload_dir, max_turns=max_turns,
+                        index_dir=defaults.index_dir, upload_dir=defaults.upload_dir,
+                        policy_kind=defaults.policy_kind if policy_url == defaults.policy_url else "",
+                        max_turns=max_turns,
                         top_k=top_k, min_pixels=int(min_pixels), max_pixels=int(max_pixels),
                         crop_padding=int(crop_padding))
 
@@ -96,6 +139,7 @@ def main() -> None:
     st.title("VRAG — visual retrieval-augmented reasoning")
     st.caption("The agent searches the page images, zooms into the region that holds the answer, and answers "
                "with its evidence.")
+    policy_banner(settings)
     corpus_panel(settings)
     with st.form("ask", clear_on_submit=False):
         question = st.text_input("Question", key="question",

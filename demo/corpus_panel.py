@@ -26,7 +26,8 @@ def list_documents(settings: DemoSettings) -> list[dict]:
         return []
 
 
-def ingest_uploads(settings: DemoSettings, uploads) -> None:
+def ingest_uploads(settings: DemoSettings, uploads) -> bool:
+    """Save the uploads, ingest them with a progress bar, make the search server reload; True when it did."""
     from search_engine.ingest import Ingestor
 
     settings.upload_path.mkdir(parents=True, exist_ok=True)
@@ -45,23 +46,33 @@ def ingest_uploads(settings: DemoSettings, uploads) -> None:
         report = Ingestor(settings.index_dir, progress=False, progress_callback=on_progress).add(paths)
     except Exception as exc:  # noqa: BLE001 - shown to the user, not a stack trace
         st.error(f"ingestion failed: {exc}")
-        return
+        return False
     bar.progress(1.0, text=report.summary())
     for source, reason in report.failed.items():
         st.warning(f"skipped {Path(source).name}: {reason}")
     try:
         httpx.post(settings.search_url.rstrip("/") + "/reload", timeout=120).raise_for_status()
         st.success(f"indexed: {report.summary()}")
+        return True
     except httpx.HTTPError as exc:
         st.warning(f"ingested, but the search server did not reload: {exc}")
+        return False
+
+
+def show_documents(settings: DemoSettings, slot) -> None:
+    """The document list, drawn into `slot` (a placeholder), so an ingest can redraw it in place."""
+    documents = list_documents(settings)
+    with slot.container():
+        st.caption(f"{len(documents)} document(s), {sum(d['num_pages'] for d in documents)} page(s) indexed")
+        st.markdown("\n".join(f"- `{doc['doc_id']}` — {doc['num_pages']} page(s)" for doc in documents) or " ")
 
 
 def corpus_panel(settings: DemoSettings) -> None:
+    """Upload and ingest documents; the list below the header updates as soon as the server reloads."""
     with st.expander("Corpus", expanded=False):
-        documents = list_documents(settings)
-        st.caption(f"{len(documents)} document(s), {sum(d['num_pages'] for d in documents)} page(s) indexed")
-        for doc in documents:
-            st.markdown(f"- `{doc['doc_id']}` — {doc['num_pages']} page(s)")
+        slot = st.empty()
+        show_documents(settings, slot)
         uploads = st.file_uploader("Add PDFs or images", type=ALLOWED, accept_multiple_files=True, key="uploads")
         if uploads and st.button("Ingest uploaded files", key="ingest"):
-            ingest_uploads(settings, uploads)
+            if ingest_uploads(settings, uploads):
+                show_documents(settings, slot)

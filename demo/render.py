@@ -2,7 +2,9 @@
 so a new agent's events appear (plainly) before anyone writes a renderer for them."""
 from __future__ import annotations
 
-from typing import Any, Callable
+import re
+from collections.abc import Callable
+from typing import Any
 
 import streamlit as st
 
@@ -33,19 +35,40 @@ def render_search_results(event) -> None:
 
 def render_crop(event) -> None:
     source, crop = event.source, event.crop
-    st.markdown(f"**Zoom** into `{[round(v) for v in event.bbox]}` of {source.page_id}")
+    width, height = source.shown_size
+    page_w, page_h = source.page_size
+    st.markdown(f"**Zoom** into `{[round(v) for v in event.bbox]}` of {source.page_id} — in the model's frame "
+                f"(the {width}×{height} image it was shown)")
     left, right = st.columns(2)
     with left:
         st.image(draw_box(source.image, tuple(int(v) for v in event.bbox), width=4),
-                 caption="where the agent looked", width=IMAGE_WIDTH)
+                 caption=f"where the agent looked (model frame, {width}×{height})", width=IMAGE_WIDTH)
     with right:
-        st.image(crop.image, caption=f"zoomed crop (page pixels {list(crop.page_box)})", width=IMAGE_WIDTH)
+        st.image(crop.image, caption=f"zoomed crop — page pixels {list(crop.page_box)} of the {page_w}×{page_h} page",
+                 width=IMAGE_WIDTH)
+
+
+# Phrasings of "the documents do not say" (the stand-in's own, and common VLM ones): shown as a
+# not-found result, not as an answer with evidence.
+_NOT_FOUND = re.compile(r"\b(could not|couldn't|cannot|can't|unable to|did not|didn't) (find|locate|determine)\b|"
+                        r"\b(not|no) (found|mentioned|stated|available|information|answer)\b", re.IGNORECASE)
+
+
+def is_not_found(answer: str) -> bool:
+    """Whether an answer says that the documents do not hold the answer."""
+    return bool(_NOT_FOUND.search(answer or "")) and len(answer) < 200
 
 
 def render_answer(event) -> None:
+    pages = [e["page_id"] for e in event.evidence]
+    if is_not_found(event.answer):
+        st.warning(f"**Not found:** {event.answer}")
+        if pages:
+            st.caption("Pages looked at (none held the answer): " + ", ".join(f"`{p}`" for p in pages))
+        return
     st.success(f"**Answer:** {event.answer}" + (" (forced at the turn budget)" if event.forced else ""))
     if event.evidence:
-        lines = [f"- `{e['page_id']}`" + (f" — zoomed regions {e['crops']}" if e["crops"] else "")
+        lines = [f"- `{e['page_id']}`" + (f" — zoomed regions (page pixels) {e['crops']}" if e["crops"] else "")
                  for e in event.evidence]
         st.markdown("**Evidence**\n" + "\n".join(lines))
 

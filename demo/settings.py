@@ -16,6 +16,8 @@ class DemoSettings:
     search_url: str = field(default_factory=lambda: os.environ.get("VRAG_SEARCH_URL", "http://127.0.0.1:8002"))
     index_dir: str = field(default_factory=lambda: os.environ.get("VRAG_INDEX_DIR", "data/index/sample"))
     upload_dir: str = field(default_factory=lambda: os.environ.get("VRAG_UPLOAD_DIR", "data/uploads"))
+    # what answers, in words, when run_demo.sh started the policy itself (e.g. the rule-based stand-in)
+    policy_kind: str = field(default_factory=lambda: os.environ.get("VRAG_POLICY_KIND", ""))
     max_turns: int = 10
     top_k: int = 5
     min_pixels: int = MIN_PIXELS

@@ -48,7 +48,9 @@ def test_episode_is_rendered_step_by_step(app_env, scripted_policy):
     assert "solar_energy_brief_3" in markdown  # evidence page
     captions = [c for image in app.image for c in image.captions]
     assert captions[0] == "retrieved page solar_energy_brief_3"  # the page, the page with the box, the crop
-    assert captions[1] == "where the agent looked" and captions[2].startswith("zoomed crop")
+    # the two coordinate frames are named: the model's (the image it was shown) and the page's
+    assert captions[1].startswith("where the agent looked (model frame, ") and captions[2].startswith("zoomed crop")
+    assert "page pixels" in captions[2] and "model's frame" in markdown
     history = app.session_state["history"]
     assert history[0]["answer"] == "410 MW" and history[0]["status"] == "answered"
     types = [e["type"] for e in history[0]["trajectory"]]
@@ -104,3 +106,36 @@ def test_corpus_panel_lists_documents(app_env, scripted_policy):
     app = app_env(scripted_policy(default=["<answer>x</answer>"]))
     captions = " ".join(c.value for c in app.caption)
     assert "4 document(s), 12 page(s) indexed" in captions
+
+
+def test_not_found_is_not_shown_as_an_answer(app_env, scripted_policy):
+    policy = scripted_policy(default=["<search>zebra saddle colour</search>",
+                                      "<answer>I could not find the answer in the documents.</answer>"])
+    app = _ask(app_env(policy), "What colour is the zebra's saddle?")
+    assert not app.success  # no green answer box
+    assert any(w.value.startswith("**Not found:**") for w in app.warning)
+    assert "Evidence" not in " ".join(m.value for m in app.markdown)
+    assert any("none held the answer" in c.value for c in app.caption)
+
+
+def test_the_page_says_which_policy_answers(app_env, monkeypatch):
+    from testkit.loopback import LoopbackServer
+    from vrag_rl.policy_server.app import create_app
+    from vrag_rl.policy_server.scripted import ScriptedBackend
+
+    stand_in = LoopbackServer(create_app(ScriptedBackend(default=["<answer>x</answer>"]), "rule-based")).start()
+    model = LoopbackServer(create_app(ScriptedBackend(default=["<answer>x</answer>"]), "Qwen2.5-VL-7B")).start()
+    try:
+        app_env(stand_in.url + "/v1")  # search server, index and uploads configured
+        monkeypatch.setenv("VRAG_MODEL", "")  # ask the endpoint which model it serves
+        app = AppTest.from_file(APP, default_timeout=120)
+        app.run()
+        banner = app.warning[0].value
+        assert "rule-based stand-in" in banner and "not a VLM" in banner and "--policy-url" in banner
+        monkeypatch.setenv("VRAG_POLICY_URL", model.url + "/v1")
+        app = AppTest.from_file(APP, default_timeout=120)
+        app.run()
+        assert any("model `Qwen2.5-VL-7B`" in i.value for i in app.info) and not app.warning
+    finally:
+        stand_in.stop()
+        model.stop()
