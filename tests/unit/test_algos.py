@@ -9,7 +9,13 @@ import torch
 
 from vrag_rl.agent.step_graph import StepGraph, StepNode
 from vrag_rl.algos import (
-    aggregate, entropy_from_logits, ggpo_step_mask, ggpo_turn_mask, grpo_advantages, low_var_kl, ppo_clip_loss,
+    aggregate,
+    entropy_from_logits,
+    ggpo_step_mask,
+    ggpo_turn_mask,
+    grpo_advantages,
+    low_var_kl,
+    ppo_clip_loss,
 )
 
 

@@ -11,7 +11,13 @@ from fastapi.responses import JSONResponse
 from vrag_rl.agent.result import EpisodeResult, TurnRecord
 from vrag_rl.agent.step_graph import StepGraph
 from vrag_rl.rewards import (
-    JudgeConfig, RewardConfig, RewardReference, format_score, retrieval_ndcg, rule_outcome, score_episode,
+    JudgeConfig,
+    RewardConfig,
+    RewardReference,
+    format_score,
+    retrieval_ndcg,
+    rule_outcome,
+    score_episode,
 )
 
 LOG3 = math.log2(3)
@@ -52,7 +58,8 @@ def test_format_score_reads_model_turns_only():
     assert format_score([_turn(0, "answer")]) == 1.0
     assert format_score([_turn(0, "answer")], require_search=True) == 0.0
     # upstream's leak: the feedback text holds example tags; here a reply is judged by its own parse only
-    leaky = [_turn(0, "invalid", valid=False, reply="Please try again. <search> q </search> <answer> Beijing </answer>")]
+    feedback = "Please try again. <search> q </search> <answer> Beijing </answer>"
+    leaky = [_turn(0, "invalid", valid=False, reply=feedback)]
     assert format_score(leaky) == 0.0
 
 
@@ -108,7 +115,8 @@ def _judge_app(mode: str):
         prompt = body["messages"][-1]["content"]
         content = "<judge>True</judge>" if "CANDIDATE=about forty-two million" in prompt else "maybe?"
         return {"id": "x", "object": "chat.completion", "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}]}
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": content}}]}
 
     return app
 

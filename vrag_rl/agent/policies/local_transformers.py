@@ -56,7 +56,8 @@ def image_token_id(processor: Any, model: Any | None = None) -> int:
 class LocalTransformersGenerate:
     """GenerateFn over `model.generate` (any transformers VLM whose processor has a Qwen-style image processor)."""
 
-    def __init__(self, model: Any, processor: Any, device: str = "cpu", suppress_vision_tokens: bool = True):
+    def __init__(self, model: Any, processor: Any, device: str = "cpu", suppress_vision_tokens: bool = True,
+                 stop_strings: tuple[str, ...] | list[str] = ()):
         import torch
 
         self._torch = torch
@@ -75,6 +76,7 @@ class LocalTransformersGenerate:
         if self.tokenizer.eos_token_id is not None:
             eos_ids.add(self.tokenizer.eos_token_id)
         self.eos_ids = sorted(eos_ids)
+        self.stop_strings = tuple(stop_strings)  # e.g. "</answer>": a turn ends right after its action tag
         self._lock = threading.Lock()
 
     async def __call__(self, prompt_ids: list[int], sampling: SamplingParams,
@@ -102,7 +104,8 @@ class LocalTransformersGenerate:
             was_training = self.model.training
             self.model.eval()
             try:
-                out = self.model.generate(**inputs, generation_config=config)
+                extra = {"tokenizer": self.tokenizer} if config.stop_strings else {}
+                out = self.model.generate(**inputs, generation_config=config, **extra)
             finally:
                 self.model.train(was_training)
         new = out.sequences[0, input_ids.shape[1]:]
@@ -111,7 +114,7 @@ class LocalTransformersGenerate:
             logits = logits / sampling.temperature
         logprobs = torch.log_softmax(logits, -1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
         ids = new.tolist()
-        ended = bool(ids) and ids[-1] in self.eos_ids
+        ended = bool(ids) and (ids[-1] in self.eos_ids or len(ids) < sampling.max_tokens)
         return GenerateOutput(token_ids=ids, logprobs=logprobs.tolist(), finish_reason="stop" if ended else "length")
 
     def _generation_config(self, sampling: SamplingParams):
@@ -128,6 +131,7 @@ class LocalTransformersGenerate:
         config.repetition_penalty = None
         config.suppress_tokens = self.suppressed or None
         config.eos_token_id = self.eos_ids
+        config.stop_strings = list(dict.fromkeys(self.stop_strings + tuple(sampling.stop))) or None
         config.return_dict_in_generate = True
         config.output_logits = True
         if config.pad_token_id is None:

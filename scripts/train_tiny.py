@@ -1,0 +1,143 @@
+#!/usr/bin/env python
+"""Train a tiny policy on CPU on the synthetic sample-corpus task, with GRPO and GGPO, and plot it.
+
+What it does (every piece is the project's real code; nothing is downloaded):
+1. generates the sample corpus and ingests it (MiniLM + BM25 text channels), then serves it with the
+   real search API on a loopback port;
+2. builds a small random Qwen2.5-VL with a task tokenizer (`testkit.tiny_task`);
+3. SFT warm start: runs the random, well-formed `RandomTaskPolicy` through the agent loop, keeps the
+   well-formed episodes (right or wrong), writes them as messages+images SFT JSON and trains on them
+   — this teaches the protocol, at chance on the task;
+4. RL from that one SFT model, once with GRPO and once with GGPO (same seed, same steps), with the
+   configs `configs/local/tiny_{grpo,ggpo}.yaml`;
+5. reports mean reward and answer accuracy over the first and last 10% of RL steps, and plots both
+   runs to a PNG.
+
+    python scripts/train_tiny.py --out runs/tiny               # the full run (see README for timings)
+    python scripts/train_tiny.py --out /tmp/t --steps 12 --algos grpo   # a short run
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("OMP_THREAD_LIMIT", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import testkit  # noqa: E402,F401  (torchvision shim before transformers)
+
+
+def build_index(out: Path) -> Path:
+    from search_engine.ingest import Ingestor
+    from search_engine.sample_corpus import generate_sample_corpus
+
+    index = out / "index"
+    if not (index / "manifest.json").exists():
+        corpus = generate_sample_corpus(out / "corpus", overwrite=True)
+        report = Ingestor(index, visual_model=None, text_model="minilm", progress=False).add(corpus.files)
+        if report.failed:
+            raise RuntimeError(f"ingestion failed: {report.failed}")
+    return index
+
+
+def prepare_sft(out: Path, search_url: str, episodes_per_question: int, seed: int) -> tuple[Path, dict]:
+    from testkit.tiny_task import collect_random_episodes
+    from vrag_rl.rewards import format_score
+    from vrag_rl.train.sft import write_sft_file
+
+    results = asyncio.run(collect_random_episodes(search_url, episodes_per_question, seed))
+    good = [r for r in results if r.status == "answered" and format_score(r.turn_records) == 1.0]
+    path = out / "sft" / "sft.json"
+    write_sft_file(good, path)
+    return path, {"episodes": len(results), "kept": len(good)}
+
+
+def run_config(algo: str, **overrides):
+    from vrag_rl.train.config import load_config
+
+    return load_config(REPO / "configs" / "local" / f"tiny_{algo}.yaml", **overrides)
+
+
+def summarise(records: list[dict], fraction: float = 0.1) -> dict:
+    from vrag_rl.train.metrics import window_means
+
+    out = {"steps": len(records)}
+    for key in ("reward", "accuracy", "retrieval", "format", "answer_rate"):
+        first, last = window_means(records, key, fraction)
+        out[key] = {"first": round(first, 4), "last": round(last, 4)}
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=REPO / "runs" / "tiny")
+    parser.add_argument("--steps", type=int, default=None, help="RL steps per algorithm (config: 40)")
+    parser.add_argument("--algos", nargs="+", default=["grpo", "ggpo"], choices=["grpo", "ggpo"])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sft-episodes", type=int, default=16, help="random episodes per question for SFT")
+    parser.add_argument("--sft-epochs", type=int, default=None)
+    parser.add_argument("--plot", type=Path, default=None, help="PNG path (default: OUT/curves.png)")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+
+    from search_engine.api import create_app
+    from search_engine.engine import SearchEngine
+    from testkit.loopback import LoopbackServer
+    from testkit.tiny_task import build_task_model, write_tasks
+    from vrag_rl.train.metrics import plot_runs
+    from vrag_rl.train.trainer import LocalTrainer
+
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    server = LoopbackServer(create_app(engine=SearchEngine.load(build_index(out)))).start()
+    try:
+        tasks = write_tasks(out / "tasks.json")
+        model = build_task_model(out / "model_init", seed=args.seed)
+        sft_path, sft_stats = prepare_sft(out, server.url, args.sft_episodes, args.seed)
+        # one SFT warm start, shared by both RL runs
+        sft_overrides = {"epochs": args.sft_epochs} if args.sft_epochs else {}
+        base = run_config("grpo", model=str(model), tasks=str(tasks), output_dir=str(out / "sft_run"),
+                          search_url=server.url, steps=0, seed=args.seed)
+        base.sft.data = str(sft_path)
+        for key, value in sft_overrides.items():
+            setattr(base.sft, key, value)
+        sft_model = out / "model_sft"
+        if not (sft_model / "config.json").exists():
+            trainer = LocalTrainer(base, progress=not args.no_progress)
+            sft_history = trainer.run_sft()
+            trainer.model.save_pretrained(sft_model)
+            trainer.processor.save_pretrained(sft_model)
+            sft_stats["loss_first"], sft_stats["loss_last"] = sft_history[0]["loss"], sft_history[-1]["loss"]
+        sft_s = time.perf_counter() - started
+        runs, summary = {}, {"sft": sft_stats, "sft_s": round(sft_s, 1)}
+        for algo in args.algos:
+            config = run_config(algo, model=str(sft_model), tasks=str(tasks), output_dir=str(out / algo),
+                                search_url=server.url, seed=args.seed, steps=args.steps)
+            t0 = time.perf_counter()
+            records = LocalTrainer(config, progress=not args.no_progress).train()
+            runs[algo.upper()] = records
+            summary[algo] = {**summarise(records), "train_s": round(time.perf_counter() - t0, 1)}
+    finally:
+        server.stop()
+    plot = plot_runs(runs, args.plot or out / "curves.png", keys=("reward", "accuracy", "retrieval", "turns"),
+                     title="tiny Qwen2.5-VL on the sample-corpus task (CPU), after SFT warm start")
+    summary["plot"] = str(plot)
+    summary["total_s"] = round(time.perf_counter() - started, 1)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    print(json.dumps(summary, indent=1))
+    return summary
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""A small synthetic RL task over the sample corpus that a tiny policy can learn on 2 CPU cores in minutes.
+
+Four questions of the generated sample corpus (`search_engine.sample_corpus`), each with one keyword
+that the real search engine (MiniLM + BM25 text channels) ranks the question's page first for, and
+its reference answer. Reward comes from searching with the right keyword (retrieval NDCG: the right
+page shown first), answering right (outcome, exact match) and writing well-formed turns (format).
+
+What a tiny random-vision model can and cannot learn here, honestly: its vision tower is random, so
+it cannot read the page pixels (they are in every forward pass, but carry no usable signal); what it
+can learn is which keyword to search for each question and which answer to give — from the question
+and from the page id printed in the observation ("... page acme_annual_report_2023_2."). The SFT
+warm start teaches only the protocol: its trajectories come from `RandomTaskPolicy`, which picks
+keywords and answers uniformly at random (kept when well-formed, right or wrong), so after SFT the
+policy searches and answers in format but at chance (≈ 1/4 right keyword, ≈ 1/4 right answer); RL
+must find the right ones.
+
+The tokenizer is trained on the task's own text (so words are single tokens and turns are short),
+with the Qwen special tokens and chat template of `testkit.tiny_models`; the model is the real
+Qwen2.5-VL class from a small config.
+"""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from testkit.tiny_models import CHAT_TEMPLATE, SPECIAL_TOKENS, _image_processor, _video_processor, qwen25vl_config
+from vrag_rl.agent.policy import PolicyReply, SamplingParams
+
+QUESTIONS = [
+    {"id": "revenue", "question": "What was Acme Robotics' total revenue in 2023?", "answer": "$341 million",
+     "reference_pages": ["acme_annual_report_2023_2"], "keyword": "revenue"},
+    {"id": "employees", "question": "How many employees did Acme Robotics have at the end of 2023?",
+     "answer": "1,870", "reference_pages": ["acme_annual_report_2023_4"], "keyword": "employees"},
+    {"id": "bicycle", "question": "What share of commuters ride the bicycle according to the Metro Travel Survey?",
+     "answer": "12%", "reference_pages": ["metro_travel_survey_2024_3"], "keyword": "bicycle"},
+    {"id": "dividend", "question": "What dividend per share did the board approve in the memo?",
+     "answer": "0.42 dollars", "reference_pages": ["board_memo_scan_1"], "keyword": "dividend"},
+]
+KEYWORDS = [q["keyword"] for q in QUESTIONS]
+ANSWERS = [q["answer"] for q in QUESTIONS]
+
+PROMPTS: dict[str, Any] = {
+    "system": "Search for the keyword, look at the page, then answer.",
+    "question": "Question: {question}",
+    "search_result": "Result for {query}: page {page_id}.",
+    "no_new_results": "No new page for {query}.",
+    "crop": "Zoom {bbox}.",
+    "invalid_action": "Invalid: {reason}. Write <search>, <bbox> or <answer>.",
+    "force_answer": "Answer now.",
+}
+AGENT: dict[str, Any] = {
+    "max_turns": 3, "max_tokens": 24, "max_episode_tokens": 96, "temperature": 1.0, "search_top_k": 3,
+    "pages_per_search": 1, "min_pixels": 4 * 28 * 28, "max_pixels": 8 * 28 * 28, "max_invalid_actions": 1,
+}
+PAGE_IDS = [f"acme_annual_report_2023_{i}" for i in range(1, 5)] + \
+    [f"metro_travel_survey_2024_{i}" for i in range(1, 5)] + \
+    [f"solar_energy_brief_{i}" for i in range(1, 4)] + ["board_memo_scan_1"]
+
+
+def search_reply(keyword: str) -> str:
+    return f"<think>search</think><search>{keyword}</search>"
+
+
+def answer_reply(answer: str) -> str:
+    return f"<think>answer</think><answer>{answer}</answer>"
+
+
+def _corpus() -> list[str]:
+    texts = [PROMPTS["system"], PROMPTS["force_answer"], "Invalid: . Write <search>, <bbox> or <answer>."]
+    texts += [PROMPTS["question"].format(question=q["question"]) for q in QUESTIONS]
+    texts += [search_reply(k) for k in KEYWORDS] + [answer_reply(a) for a in ANSWERS]
+    texts += [PROMPTS["search_result"].format(query=k, page_id=p) for k in KEYWORDS for p in PAGE_IDS]
+    texts += [PROMPTS["no_new_results"].format(query=k) for k in KEYWORDS]
+    return texts * 20
+
+
+def build_task_tokenizer(vocab_size: int = 700):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(_corpus(), trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                   unk_token=None)
+    fast.add_special_tokens({"additional_special_tokens": SPECIAL_TOKENS[1:]})
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def build_task_model(path: str | Path, seed: int = 0, hidden_size: int = 96, layers: int = 2) -> Path:
+    """Save a small random Qwen2.5-VL with the task tokenizer (loadable by AutoModelForImageTextToText).
+
+    `hidden_size` must be a multiple of 32 (16-wide heads, 2 key/value heads).
+    """
+    import torch
+    from transformers import Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLProcessor
+
+    path = Path(path)
+    torch.manual_seed(seed)
+    tokenizer = build_task_tokenizer()
+    config = qwen25vl_config(tokenizer)
+    config.text_config.hidden_size = hidden_size
+    config.text_config.intermediate_size = 2 * hidden_size
+    config.text_config.num_hidden_layers = layers
+    config.text_config.num_attention_heads = hidden_size // 16  # head_dim 16: the mrope sections sum to 8
+    config.text_config.head_dim = 16
+    config.vision_config.out_hidden_size = hidden_size
+    model = Qwen2_5_VLForConditionalGeneration(config).eval()
+    processor = Qwen2_5_VLProcessor(image_processor=_image_processor(4 * 28 * 28, 512 * 28 * 28), tokenizer=tokenizer,
+                                    video_processor=_video_processor(), chat_template=CHAT_TEMPLATE)
+    model.save_pretrained(path)
+    processor.save_pretrained(path)
+    return path
+
+
+def write_tasks(path: str | Path) -> Path:
+    """The task file the trainer reads (`vrag_rl.train.data`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps([{k: q[k] for k in ("id", "question", "answer", "reference_pages")}
+                                for q in QUESTIONS], indent=1))
+    return path
+
+
+class RandomTaskPolicy:
+    """A scripted, always well-formed policy that searches 1–2 random keywords and gives a random answer.
+
+    The source of the SFT warm-start trajectories: it teaches the protocol, not the task.
+    """
+
+    def __init__(self, seed: int, second_search: float = 0.3):
+        rng = random.Random(seed)
+        keywords = rng.sample(KEYWORDS, 2)
+        self.plan = [search_reply(keywords[0])]
+        if rng.random() < second_search:
+            self.plan.append(search_reply(keywords[1]))
+        self.plan.append(answer_reply(rng.choice(ANSWERS)))
+
+    async def complete(self, messages: list[dict[str, Any]], sampling: SamplingParams) -> PolicyReply:
+        turn = sum(1 for m in messages if m["role"] == "assistant")
+        return PolicyReply(text=self.plan[min(turn, len(self.plan) - 1)], finish_reason="stop")
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def collect_random_episodes(search_url: str, episodes_per_question: int, seed: int = 0) -> list[Any]:
+    """Run `RandomTaskPolicy` through the real agent loop and search server; returns the EpisodeResults."""
+    import asyncio
+
+    from search_engine.client import SearchClient
+    from vrag_rl.agent.config import AgentConfig
+    from vrag_rl.agent.loop import Episode
+    from vrag_rl.agent.prompts import Prompts
+
+    config, prompts = AgentConfig(**AGENT), Prompts(**PROMPTS)
+    search = SearchClient(search_url)
+
+    async def one(question: dict[str, Any], i: int):
+        episode = Episode(question["question"], config, prompts, RandomTaskPolicy(seed * 7919 + i), search,
+                          episode_id=f"{question['id']}-{i}")
+        async for _ in episode.run():
+            pass
+        return episode.result()
+
+    try:
+        return list(await asyncio.gather(*(one(q, n * len(QUESTIONS) + k) for k, q in enumerate(QUESTIONS)
+                                           for n in range(episodes_per_question))))
+    finally:
+        await search.aclose()
