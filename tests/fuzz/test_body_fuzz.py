@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import httpx
 import pytest
@@ -72,7 +73,9 @@ policy_bodies = st.one_of(
     st.integers(min_value=1, max_value=3000).map(lambda n: b'{"messages":' + b"[" * n + b"]" * n + b"}"),
 )
 
-FUZZ = settings(max_examples=120, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+SCALE = float(os.environ.get("VRAG_FUZZ_SCALE", "1"))  # VRAG_FUZZ_SCALE=10: a long run
+FUZZ = settings(max_examples=max(1, int(120 * SCALE)), deadline=None, database=None,
+                suppress_health_check=list(HealthCheck))
 
 
 @pytest.fixture(scope="module")
