@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start the VRAG demo: search server + policy endpoint + Streamlit UI. Ctrl-C stops everything.
 #
-#   ./run_demo.sh [vrag] [options]          (modes: vrag; `vimrag` will come with the memory-graph agent)
+#   ./run_demo.sh [vrag|vimrag] [options]   (vimrag: the memory-graph agent, demo/vimrag_app.py)
 #
 # Options (or environment variables):
 #   --index DIR            index directory            (VRAG_INDEX_DIR, default data/index/sample)
@@ -18,6 +18,8 @@
 #   --visual-model NAME    embed pages with this visual model too when building the index, e.g.
 #                          vidore/colqwen2-v1.0 on a GPU (VRAG_VISUAL_MODEL; default: text channel only)
 # Without an endpoint or a local VLM, a rule-based OCR policy stands in, so the demo still works on CPU.
+# vimrag: the endpoint you give; else DashScope (qwen3.5-plus, thinking, SSE) when DASHSCOPE_API_KEY is set;
+# else the vimrag-rule-based CPU stand-in.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -26,9 +28,9 @@ die() { echo "run_demo.sh: $*" >&2; exit 1; }
 MODE="vrag"
 if [[ $# -gt 0 && "$1" != --* ]]; then MODE="$1"; shift; fi
 case "$MODE" in
-  vrag) ;;
-  help|-h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-  *) die "unknown mode '$MODE' (known: vrag)";;
+  vrag|vimrag) ;;
+  help|-h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+  *) die "unknown mode '$MODE' (known: vrag, vimrag)";;
 esac
 
 INDEX="${VRAG_INDEX_DIR:-data/index/sample}"
@@ -121,13 +123,18 @@ PIDS+=($!)
 wait_healthy "http://127.0.0.1:$SEARCH_PORT/health" "${PIDS[-1]}" "search server" "$LOG_DIR/search.log"
 
 # ---- policy endpoint ---------------------------------------------------------------------------------
+if [[ "$MODE" == "vimrag" && -z "$POLICY_URL" && -n "${DASHSCOPE_API_KEY:-}" ]]; then
+  POLICY_URL="https://dashscope.aliyuncs.com/compatible-mode/v1"; MODEL="${MODEL:-qwen3.5-plus}"
+  API_KEY="${VRAG_API_KEY:-$DASHSCOPE_API_KEY}"
+  export VIMRAG_ENABLE_THINKING="${VIMRAG_ENABLE_THINKING:-1}" VIMRAG_STREAM="${VIMRAG_STREAM:-1}"
+fi
 if [[ -n "$POLICY_URL" ]]; then
   echo "==> using the policy endpoint $POLICY_URL ${MODEL:+(model $MODEL)}"
   if ! "$PY" -c "import httpx,sys; r=httpx.get('${POLICY_URL%/}/models', headers={'Authorization': 'Bearer ${API_KEY}'}, timeout=5); sys.exit(r.status_code >= 500)" 2>/dev/null; then
     echo "run_demo.sh: warning: $POLICY_URL does not answer /models yet; the app will report errors until it does" >&2
   fi
 else
-  if [[ -z "$POLICY_MODEL" ]]; then
+  if [[ -z "$POLICY_MODEL" && "$MODE" == "vrag" ]]; then  # vimrag needs a model that follows its tool protocol
     if "$PY" -c "from huggingface_hub import try_to_load_from_cache as t; import sys; sys.exit(0 if isinstance(t('Qwen/Qwen2.5-VL-3B-Instruct','config.json'), str) else 1)" 2>/dev/null; then
       POLICY_MODEL="Qwen/Qwen2.5-VL-3B-Instruct"
     fi
@@ -137,6 +144,11 @@ else
     echo "==> local transformers policy server with $POLICY_MODEL on port $POLICY_PORT (log: $LOG_DIR/policy.log)"
     "$PY" -m vrag_rl.policy_server serve --backend transformers --model "$POLICY_MODEL" --port "$POLICY_PORT" \
       >"$LOG_DIR/policy.log" 2>&1 &
+  elif [[ "$MODE" == "vimrag" ]]; then
+    echo "==> no endpoint (--policy-url) and no DASHSCOPE_API_KEY: using the vimrag-rule-based OCR stand-in"
+    echo "    on port $POLICY_PORT. Point the demo at a real VLM for real reasoning."
+    POLICY_KIND="vimrag rule-based stand-in (OCR, no model): it speaks the graph protocol, it does not reason"
+    "$PY" -m vrag_rl.policy_server serve --backend vimrag-rule-based --port "$POLICY_PORT" >"$LOG_DIR/policy.log" 2>&1 &
   else
     echo "==> no VLM configured (--policy-url, or --policy-model / a cached Qwen2.5-VL): using the rule-based OCR"
     echo "    policy on port $POLICY_PORT. Point the demo at a real VLM for real reasoning."
