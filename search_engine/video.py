@@ -14,8 +14,9 @@ Text channel: OCR of the frames (repeated lines said once, each line tagged with
 first appears). Visual channel: the visual embedder sees the sheet, when one is configured.
 
 Decoding: PyAV (FFmpeg's libraries, wheels on PyPI) — seek to the first wanted segment, decode
-forward, keep the first frame at or after each sampling instant, labelled with its own time. Why by hand: sampling at a fixed
-rate with a cap per segment over a stream of frames is a loop, not a library call.
+forward, keep the first frame at or after each sampling instant, labelled with its own time. Why by
+hand: sampling at a fixed rate with a cap per segment over a stream of frames is a loop, not a
+library call.
 """
 from __future__ import annotations
 

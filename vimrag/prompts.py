@@ -8,13 +8,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SYSTEM_PROMPT = """You answer questions over a corpus of documents and videos by building a memory graph.
-
-The graph starts at the node "root" (the question). Each step, reason inside <think> ... </think>, then call tools, each as <tool_call>{"name": ..., "arguments": {...}}</tool_call>:
-- add_search_node {"id": "search_1", "query": "...", "parent_ids": ["root"]}: a new node that searches the corpus. parent_ids are the nodes this step builds on. You may add several search nodes in one step; they are searched together.
-- summarize_and_memorize {"summary": "...", "memorize": [{"information_id": "Picture 1", "is_useful": true, "priority_score": 5}, {"information_id": "Video 2", "is_useful": true, "priority_score": 4, "key_timestamp": [12.0]}]}: after a search, say what the results show and which items to keep in memory (priority 0-5; for videos the seconds of the frames that matter; optionally "region": [x1, y1, x2, y2] of a picture as you see it to keep only that part). Add "node_id" when several searches are waiting.
-- add_answer_node {"answer": "...", "parent_ids": ["search_1"]}: the final answer (short, no explanation), built on the nodes that support it.
-Only the graph and the memory you kept are shown to you again, so summarise carefully."""
+SYSTEM_PROMPT = (
+    "You answer questions over a corpus of documents and videos by building a memory graph.\n\n"
+    'The graph starts at the node "root" (the question). Each step, reason inside <think> ... </think>, then call '
+    'tools, each as <tool_call>{"name": ..., "arguments": {...}}</tool_call>:\n'
+    '- add_search_node {"id": "search_1", "query": "...", "parent_ids": ["root"]}: a new node that searches the '
+    "corpus. parent_ids are the nodes this step builds on. You may add several search nodes in one step; they are "
+    "searched together.\n"
+    '- summarize_and_memorize {"summary": "...", "memorize": [{"information_id": "Picture 1", "is_useful": true, '
+    '"priority_score": 5}, {"information_id": "Video 2", "is_useful": true, "priority_score": 4, '
+    '"key_timestamp": [12.0]}]}: after a search, say what the results show and which items to keep in memory '
+    "(priority 0-5; for videos the seconds of the frames that matter; optionally \"region\": [x1, y1, x2, y2] of a "
+    'picture as you see it to keep only that part). Add "node_id" when several searches are waiting.\n'
+    '- add_answer_node {"answer": "...", "parent_ids": ["search_1"]}: the final answer (short, no explanation), '
+    "built on the nodes that support it.\n"
+    "Only the graph and the memory you kept are shown to you again, so summarise carefully."
+)
 
 QUESTION_TEMPLATE = "Question: {question}"
 GRAPH_TEMPLATE = "### Memory graph\n{graph}"

@@ -51,7 +51,8 @@ def test_scripted_episode_builds_the_graph_and_recovers_from_malformed_calls(scr
         "Riverside scores 7.4": [UNEXPECTED, call("add_search_node", id="s2", query="Kestrel Ridge solar plant power",
                                                   parent_ids=["s1"])],
         PENDING: [UNEXPECTED, UNEXPECTED,
-                  "<tool_call>{'name': 'summarize_and_memorize', 'arguments': {'summary': 'x', 'memorize': [",  # cut off
+                  # cut off mid-call:
+                  "<tool_call>{'name': 'summarize_and_memorize', 'arguments': {'summary': 'x', 'memorize': [",
                   memorize("Picture 1", "Picture 9", useless=("Picture 3",))],  # one unknown id: the rest is kept
         "district get?": ["I will just answer 7.4",  # no tool call at all
                           SEARCH_TWO.replace('"parent_ids": []', '"parent_ids": ["nowhere"]')],  # s2: unknown parent
@@ -125,7 +126,8 @@ def test_failures_are_statuses_never_exceptions(scripted_policy, text_search_ser
 
 
 def test_streaming_adapter_over_sse(scripted_policy, text_search_server):
-    policy = scripted_policy(default=["<think>short</think>" + call("add_answer_node", answer="nothing", parent_ids=[])])
+    reply = "<think>short</think>" + call("add_answer_node", answer="nothing", parent_ids=[])
+    policy = scripted_policy(default=[reply])
     result = VimRAG(base_url=policy, search_url=text_search_server.url, stream=True, enable_thinking=True).run("q?")
     assert result.status == "answered" and result.answer == "nothing"
     assert [e.text for e in result.events if e.type == "think"] == ["short"]

@@ -127,3 +127,17 @@ def test_json_round_trip_keeps_everything():
     assert again.nodes["s2"].items[0].region == [10, 20, 300, 80]
     with pytest.raises(GraphError, match="not JSON"):
         MemoryGraph.from_json("{nope")
+
+
+def test_ggpo_masks_read_the_memory_graph():
+    """The RL core's GGPO mask consumes the exported graph: dead ends pruned when right, evidence steps when wrong."""
+    from vrag_rl.algos.ggpo import ggpo_step_mask, ggpo_turn_mask
+
+    graph = scripted_graph()
+    steps = graph.to_step_graph()
+    assert ggpo_step_mask(steps, True, set()) == {"s1": False, "s2": False, "s3": True, "answer": False}
+    assert ggpo_step_mask(steps, False, {"solar_brief_4"}) == {"s1": False, "s2": True, "s3": False,
+                                                              "answer": False}
+    # turns 2 and 3 belong to s2 and s3 together (two searches in one step): pruned only if both are
+    assert ggpo_turn_mask(steps, True, set(), 5) == [False, False, False, False, False]
+    assert ggpo_turn_mask(steps, False, {"solar_brief_4", "solar_brief_3"}, 5) == [True, True, False, False, False]

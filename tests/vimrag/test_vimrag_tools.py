@@ -17,7 +17,8 @@ def test_well_formed_calls_and_think():
 
 @pytest.mark.parametrize("text", [
     # JSON5: single quotes, trailing comma, comment
-    "<tool_call>{'name': 'add_answer_node', 'arguments': {'answer': '7.4', 'parent_ids': ['s1'],},} // done</tool_call>",
+    "<tool_call>{'name': 'add_answer_node', 'arguments': {'answer': '7.4', 'parent_ids': ['s1'],},} // done"
+    "</tool_call>",
     # arguments as a JSON string, "parameters" spelling, code fence
     ('<tool_call>```json\n{"name": "add_answer_node", "parameters": "{\\"answer\\": \\"7.4\\", '
     '\\"parent_ids\\": \\"s1\\"}"}\n```</tool_call>'),
