@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import io
+import json
 import os
 import threading
 
@@ -265,7 +266,10 @@ def test_dense_channel_scores_by_hand():
     np.testing.assert_allclose(channel.score(queries), [[0.6, 1.0, -0.8], [0.0, 0.8, -1.0]], atol=1e-6)
     top = channel.score(queries, top_n=1)
     assert top[0].tolist() == [-np.inf, pytest.approx(1.0), -np.inf] and top[1].tolist()[1] == pytest.approx(0.8)
-    assert DenseChannel(np.zeros((0, 2), np.float32)).score(queries).shape == (2, 0)
+    empty = DenseChannel(np.zeros((0, 2), np.float32)).score(queries)
+    assert empty.shape == (2, 0) and empty.dtype == np.float32
+    # float64 input (what numpy gives by default) is converted for faiss, not rejected
+    np.testing.assert_allclose(DenseChannel(pages.astype(np.float64)).score(queries), channel.score(queries))
 
 
 def test_manifest_round_trip_and_damage(tmp_path):
@@ -290,6 +294,8 @@ def test_manifest_round_trip_and_damage(tmp_path):
     assert loaded.spec("text") == EmbedderSpec("minilm", "m", "text", False, 384) and loaded.spec("visual") is None
     assert loaded.doc_for_source("/src/d.pdf").doc_id == "d" and loaded.doc_for_source("/nope") is None
     assert loaded.pages["d_2"].image_path == "pages/d/abc/2.jpg" and loaded.pages["d_2"].text == "t2"
+    assert loaded.to_json()["version"] == 1 and json.loads((tmp_path / "manifest.json").read_text())["version"] == 1
+    del loaded.pages["d_1"]  # an entry whose page record is already gone is still removable
     removed = loaded.remove_document("d")
     assert removed.doc_id == "d" and set(loaded.pages) == {"e_1"} and loaded.remove_document("d") is None
     (tmp_path / "manifest.json").write_text("{broken")
