@@ -146,3 +146,10 @@ def test_cpu_standin_answers_through_the_graph(standin_policy, text_search_serve
     item = graph.nodes["search_1"].items[0]
     assert item.ref_id == page and item.kind == "crop" and item.priority == 5
     assert not [e for e in result.events if e.type == "error"]
+
+
+def test_vrag_policy_cli_serves_the_standin():
+    from vrag_rl.policy_server.cli import build_app, build_parser
+
+    app = build_app(build_parser().parse_args(["serve", "--backend", "vimrag-rule-based"]))
+    assert app.state.model_name == "vimrag-rule-based"

@@ -129,3 +129,21 @@ def test_segment_frames_reach_the_model_and_answer(mixed_index):
     assert [m["label"] for m in last_context.memory] == ["Video 1"] and last_context.stats["images"] == 1
     assert result.evidence[0]["time_range"] == [10.0, 20.0]
     json.dumps(result.to_dict())
+
+
+def test_cli_ingests_video_with_its_options(clip, tmp_path):
+    from typer.testing import CliRunner
+
+    from search_engine.cli import app
+    from search_engine.engine import SearchEngine
+
+    index = tmp_path / "cli_index"
+    result = CliRunner().invoke(app, ["ingest", str(clip), "--index", str(index), "--text-model", "minilm",
+                                      "--visual-model", "none", "--segment-seconds", "15", "--video-fps", "0.2",
+                                      "--video-max-frames", "2", "--quiet"])
+    assert result.exit_code == 0, result.output
+    engine = SearchEngine.load(index)
+    assert [d["num_pages"] for d in engine.documents()] == [2]  # 30 s in 15 s segments
+    second = engine.page("harbour_clip_2")
+    # every 5 s would be 3 frames; capped at 2 they are spread: instants 15 and 22.5, decoded frames 15 and 23
+    assert second.extra["start_s"] == 15.0 and second.extra["frame_times"] == [15.0, 23.0]
