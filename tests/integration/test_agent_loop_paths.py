@@ -236,3 +236,38 @@ def test_upstream_generator_tuples(remote_search):
     no_answer = VRAG(policy=ListPolicy(["junk"]), search_url=remote_search.url, generator=True,
                      max_invalid_actions=0).run("q")
     assert list(no_answer) == []
+
+
+class SlowPolicy(ListPolicy):
+    async def complete(self, messages, sampling):
+        await asyncio.sleep(0.05)
+        return await super().complete(messages, sampling)
+
+
+def test_events_records_and_timings_in_detail(remote_search):
+    policy = SlowPolicy(["<search>zebra</search>", "no action", "<answer>red</answer>"])
+    with VRAG(policy=policy, search_url=remote_search.url) as agent:
+        result = agent.run("  Which colour?  ")
+    start, finish = result.events[0], result.events[-1]
+    assert (start.type, start.turn, start.episode_id) == ("start", 0, result.episode_id)
+    assert start.question == "Which colour?"
+    assert len(result.episode_id) == 12 and int(result.episode_id, 16) >= 0 and result.question == "Which colour?"
+    assert (finish.turn, finish.turns, finish.answer, finish.status, finish.error) == (3, 3, "red", "answered", None)
+    assert 0.15 <= finish.elapsed_s <= result.elapsed_s
+    assert result.timings["policy_s"] >= 0.15  # three calls of 50 ms each, summed
+    invalid = result.turn_records[1]
+    assert (invalid.index, invalid.action, invalid.valid, invalid.reason, invalid.reply) == (
+        1, "invalid", False, "no <search>, <bbox> or <answer> action found", "no action")
+    assert [e.turn for e in result.events] == [0, 1, 1, 2, 3, 3]
+    assert [m["role"] for m in result.messages] == ["system", "user", "assistant", "user", "assistant", "user",
+                                                   "assistant"]
+
+
+def test_crops_do_not_count_as_showing_a_page_again(remote_search):
+    result, _ = _run(remote_search, ["<search>zebra marker</search>", "<bbox>[0, 0, 350, 280]</bbox>",
+                                     "<search>zebra marker</search>", "<answer>x</answer>"],
+                     search_top_k=1, max_repeats=2)
+    shown = [[r.page_id for r in e.shown] for e in result.events if e.type == "search_results"]
+    assert shown == [[MARKER_PAGE], [MARKER_PAGE]]  # shown twice; the crop between did not use up a repeat
+    assert [i.is_crop for i in result.images] == [False, True, False]
+    assert result.evidence[0]["crops"] == [[0, 0, 556, 456]] and len(result.evidence) == 1  # + 56 px padding
