@@ -315,7 +315,8 @@ class VimEpisode:
             items, shown = [], []
             for hit in hits:
                 candidate = await self._candidate(step, node_id, hit)
-                if candidate is None:
+                if isinstance(candidate, ErrorEvent):  # that item's pixels could not be fetched: said, and skipped
+                    yield candidate
                     continue
                 content.extend(self._observation_parts(candidate))
                 items.append(_candidate_view(candidate))
@@ -324,7 +325,7 @@ class VimEpisode:
         content.append(text_part("</tool_response>\n" + self.prompts.summary))
         self.tail.append({"role": "user", "content": content})
 
-    async def _candidate(self, step: int, node_id: str, hit: SearchResultPage) -> Candidate | None:
+    async def _candidate(self, step: int, node_id: str, hit: SearchResultPage) -> Candidate | ErrorEvent:
         meta = hit.metadata or {}
         kind = "video_segment" if meta.get("kind") == "video_segment" else "page"
         self._labels[kind] += 1
@@ -333,8 +334,7 @@ class VimEpisode:
         try:
             candidate.page_key, candidate.page = await self._page(hit)
         except (OSError, SearchError) as exc:
-            self._emit(ErrorEvent(turn=step, kind="search_failed", message=f"{hit.page_id}: {exc}"[:300]))
-            return None
+            return self._emit(ErrorEvent(turn=step, kind="search_failed", message=f"{hit.page_id}: {exc}"[:300]))
         page = candidate.page
         cfg = self.config
         if kind == "video_segment":

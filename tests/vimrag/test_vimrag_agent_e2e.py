@@ -153,3 +153,32 @@ def test_vrag_policy_cli_serves_the_standin():
 
     app = build_app(build_parser().parse_args(["serve", "--backend", "vimrag-rule-based"]))
     assert app.state.model_name == "vimrag-rule-based"
+
+
+def test_an_unfetchable_result_is_reported_and_skipped(scripted_policy, text_index, tmp_path):
+    import shutil
+
+    from search_engine.api import create_app
+    from search_engine.engine import SearchEngine
+
+    index = tmp_path / "index"
+    shutil.copytree(text_index, index)
+    engine = SearchEngine.load(index)
+    engine.page_image_path("metro_travel_survey_2024_4").unlink()  # the best hit's image is gone
+    server = LoopbackServer(create_app(engine=engine)).start()
+    try:
+        policy = scripted_policy({
+            "Riverside scores 7.4": [call("add_answer_node", answer="7.4", parent_ids=["s1"])],
+            PENDING: [UNEXPECTED, memorize("Picture 2")],
+            "district get?": [call("add_search_node", id="s1", query="Riverside district satisfaction score")]})
+        result = VimRAG(base_url=policy, search_url=server.url, search_top_k=2, search_retries=0).run(
+            "What satisfaction score did the Riverside district get?")
+    finally:
+        server.stop()
+    assert result.status == "answered", result.error
+    errors = [e for e in result.events if e.type == "error"]
+    assert [(e.kind, e.fatal) for e in errors] == [("search_failed", False)]
+    assert "metro_travel_survey_2024_4" in errors[0].message
+    done = next(e for e in result.events if e.type == "search_done")
+    assert [i["label"] for i in done.items] == ["Picture 2"]  # the model is shown what could be fetched
+    assert result.graph.nodes["s1"].retrieved_ids[0] == "metro_travel_survey_2024_4"
