@@ -189,16 +189,18 @@ def fmt(value, spec: str) -> str:
 
 
 def print_table(rows: list[dict]) -> None:
-    header = "| pages | method | p50 ms | p95 ms | queries/s | peak RSS GiB | disk GiB | build s | recall@10 | note |"
+    header = ("| pages | method | p50 ms | p95 ms | queries/s | peak RSS GiB | disk GiB | build s | recall@10 | "
+              "load | note |")
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
     for r in rows:
         if "error" in r:
-            print(f"| {r.get('pages', '')} | {r['method']} | {r['error']} |||||||| ")
+            print(f"| {r.get('pages', '')} | {r['method']} | {r['error']} ||||||||| ")
             continue
         print(f"| {r['pages']:,} | {r['method']} | {fmt(r['p50_ms'], '.1f')} | {fmt(r.get('p95_ms'), '.1f')} | "
               f"{fmt(r['qps'], '.2f')} | {fmt(r.get('peak_rss_gib'), '.2f')} | {fmt(r.get('disk_gib'), '.2f')} | "
-              f"{fmt(r.get('build_s'), '.0f')} | {fmt(r['recall@10'], '.3f')} | {r.get('note', '')} |")
+              f"{fmt(r.get('build_s'), '.0f')} | {fmt(r['recall@10'], '.3f')} | {fmt(r.get('load_avg_1m'), '.0f')} | "
+              f"{r.get('note', '')} |")
 
 
 def main() -> int:
@@ -220,6 +222,7 @@ def main() -> int:
         torch.set_num_threads(int(THREADS))
         result = run_method(args.worker, args.corpus[0], args.queries)
         result["peak_rss_gib"] = peak_rss_gib()
+        result["load_avg_1m"] = os.getloadavg()[0]  # the 2 cores are shared: context for the latencies
         print(json.dumps(result))
         return 0
     if not args.corpus:

@@ -76,12 +76,19 @@ class FastMaxSim:
                                       num_centroids or default_num_centroids(store.num_tokens), seed=seed)
             say(f"codebook: {codebook.num_centroids} centroids in {time.perf_counter() - started:.1f}s")
         codes = np.empty(store.num_tokens, np.uint16)
-        pos = 0
-        for first, last, block in store.iter_chunks(1 << 20):
-            codes[pos : pos + block.shape[0]] = codebook.assign(block)
-            pos += block.shape[0]
-            if first == 0 or (last * 10 // store.num_pages) != (first * 10 // store.num_pages):
-                say(f"coded {last:,}/{store.num_pages:,} pages ({time.perf_counter() - started:.0f}s)")
+        ranges = [(first, last) for first, last in _page_ranges(store.counts, 1 << 20)]
+        offsets = np.concatenate([[0], np.cumsum(store.counts)])
+        done = 0
+
+        def report(first: int, last: int, part: np.ndarray) -> None:
+            nonlocal done
+            codes[offsets[first] : offsets[last]] = part
+            before, done = done, done + (last - first)
+            if before == 0 or (done * 10 // store.num_pages) != (before * 10 // store.num_pages):
+                say(f"coded {done:,}/{store.num_pages:,} pages ({time.perf_counter() - started:.0f}s)")
+
+        for first, last in ranges:
+            report(first, last, codebook.assign(store.read_range(first, last)))
         ivf = InvertedFile.build(codes, store.counts, codebook.num_centroids)
         say(f"inverted file: {ivf.pages.shape[0]:,} entries ({time.perf_counter() - started:.1f}s total)")
         return cls(store, codebook, ivf, codes=codes, params=params, device=device)
@@ -206,3 +213,15 @@ def sample_tokens_of(store: TokenStore, sample_tokens: int, seed: int = 0) -> np
     pages = np.sort(rng.choice(store.num_pages, min(store.num_pages, int(sample_tokens / mean_count) + 1),
                                replace=False))
     return store.gather(pages).vectors
+
+
+def _page_ranges(counts: np.ndarray, chunk_tokens: int):
+    """Page-aligned [first, last) ranges of about chunk_tokens tokens."""
+    cum = np.cumsum(counts)
+    first = 0
+    while first < len(counts):
+        base = cum[first - 1] if first else 0
+        last = max(int(np.searchsorted(cum, base + chunk_tokens, side="right")), first + 1)
+        yield first, last
+        first = last
+

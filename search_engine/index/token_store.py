@@ -142,6 +142,12 @@ class FlatTokenStore(TokenStore):
             raise RuntimeError(f"{self._path} is shorter than its committed pages; store damaged")
         self._fd = os.open(self._path, os.O_RDONLY)
 
+    def __getstate__(self) -> dict:  # picklable for worker processes: they reopen the files
+        return {"directory": str(self.directory)}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["directory"])
+
     def close(self) -> None:
         if getattr(self, "_fd", None) is not None:
             os.close(self._fd)
