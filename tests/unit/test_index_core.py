@@ -304,3 +304,23 @@ def test_manifest_round_trip_and_damage(tmp_path):
     (tmp_path / "manifest.json").write_text('{"version": 99}')
     with pytest.raises(RuntimeError, match="newer version"):
         Manifest.load(tmp_path)
+
+
+def test_manifest_written_by_older_versions_loads(tmp_path):
+    """A manifest without the newer keys (or of format 0) loads with defaults; it is indented for people."""
+    from search_engine.index.manifest import Manifest
+
+    (tmp_path / "manifest.json").write_text('{"documents": {}}')
+    loaded = Manifest.load(tmp_path)
+    assert loaded.version == 1 and loaded.pages == {} and loaded.updated_at == 0.0 and loaded.embedders == {}
+    (tmp_path / "manifest.json").write_text('{"version": 0}')
+    assert Manifest.load(tmp_path).version == 0
+    Manifest().save(tmp_path)
+    assert (tmp_path / "manifest.json").read_text(encoding="utf-8").count("\n") >= 4  # one key per line
+
+
+def test_maxsim_with_one_page_and_with_none():
+    one = MaxSimScorer(PAGE_A, [2]).score([QUERY, NEGATIVE])
+    np.testing.assert_allclose(one, [[-1.0], [-2.0]], atol=1e-6)
+    empty = MaxSimScorer(np.zeros((0, 2), np.float16), []).score([QUERY])
+    assert empty.shape == (1, 0) and empty.dtype == np.float32
