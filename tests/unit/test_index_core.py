@@ -324,3 +324,32 @@ def test_maxsim_with_one_page_and_with_none():
     np.testing.assert_allclose(one, [[-1.0], [-2.0]], atol=1e-6)
     empty = MaxSimScorer(np.zeros((0, 2), np.float16), []).score([QUERY])
     assert empty.shape == (1, 0) and empty.dtype == np.float32
+
+
+def test_maxsim_memory_budget_backend_choice_and_errors():
+    flat = np.concatenate([PAGE_A, PAGE_B]).astype(np.float16)
+    assert _scorer()._vectors.dtype == np.float32  # fits the fp32 budget: converted once, not per query
+    tight = MaxSimScorer(flat, [2, 3], cpu_fp32_budget_gib=5 * 2 * 4 / 2**30 - 1e-12)  # 1 byte short of fp32
+    assert tight._vectors.dtype == np.float16
+    np.testing.assert_allclose(tight.score([QUERY2]), [[4.0, 6.0]], atol=1e-2)
+    exact = MaxSimScorer(flat, [2, 3], cpu_fp32_budget_gib=5 * 2 * 4 / 2**30)
+    assert exact._vectors.dtype == np.float32
+    one_dim = MaxSimScorer(np.ones((4, 1), np.float16), [4], cpu_fp32_budget_gib=4 * 4 / 2**30)
+    assert one_dim._vectors.dtype == np.float32
+    with pytest.raises(ValueError, match="do not add up"):
+        MaxSimScorer(flat, [2, 2])
+    with pytest.raises(ValueError, match="at least one vector"):
+        MaxSimScorer(flat, [5, 0])
+    if "backend" in inspect.signature(MaxSimScorer).parameters:
+        assert not MaxSimScorer(flat, [2, 3], backend="auto").use_torch
+        assert MaxSimScorer(flat, [2, 3], backend="torch").use_torch
+        assert not MaxSimScorer(flat, [2, 3], backend="numpy").use_torch
+        with pytest.raises(ValueError, match="backend"):
+            MaxSimScorer(flat, [2, 3], backend="cuda")
+
+
+def test_atomic_npy_refuses_pickles(tmp_path):
+    """Index files must never need pickle to load (a crafted index could run code on the server)."""
+    with pytest.raises(ValueError):
+        atomic_save_npy(tmp_path / "x.npy", np.array([{"a": 1}], dtype=object))
+    assert not (tmp_path / "x.npy").exists() and not list(tmp_path.iterdir())
