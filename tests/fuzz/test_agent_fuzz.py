@@ -137,7 +137,7 @@ def test_hostile_reply_text_is_an_invalid_action_with_a_reason(endpoint, remote_
         assert [r.action for r in result.turn_records] == ["invalid", "invalid"], kind
         assert all(reason in r.reason for r in result.turn_records), (kind, result.turn_records[0].reason)
         assert "2 unusable replies in a row" in result.error
-        assert elapsed < 5, (kind, elapsed)  # 128 KB took 12.6 s per reply with the quadratic parser
+        assert elapsed < 60, (kind, elapsed)  # a hang guard only; parse speed is checked on CPU time below
 
 
 def test_lone_surrogate_reply_does_not_break_the_next_request(endpoint, remote_search):
@@ -203,7 +203,7 @@ def test_parse_reply_never_raises(text):
                                   "<search>x</search>", "<answer>"])
 def test_parsing_128kb_replies_is_fast_and_capped(unit):
     text = unit * (128 * 1024 // len(unit))
-    started = time.perf_counter()
+    started = time.thread_time()  # CPU time of this thread: a loaded machine does not make it fail
     parsed = parse_reply(text)
-    assert time.perf_counter() - started < 1.0  # quadratic parsing took 12.6 s here
+    assert time.thread_time() - started < 1.0  # ~0.04 s; the quadratic parser took 12.6 s of CPU here
     assert f"reply cut at {MAX_REPLY_CHARS} characters" in parsed.warnings
