@@ -235,6 +235,11 @@ def create_app(state: FuzzState | None = None) -> FastAPI:
             return MALFORMED_MODELS[n % len(MALFORMED_MODELS)]()
         return JSONResponse({"object": "list", "data": [{"id": "fuzz-model", "object": "model"}]})
 
+    @app.post("/status/{code}/v1/chat/completions")
+    async def status(code: int) -> Response:
+        """An error status with an OpenAI-style JSON error body (what vLLM sends when it fails)."""
+        return JSONResponse({"error": "model crashed"}, status_code=code)
+
     @app.post("/fz/{spec}/v1/chat/completions")
     async def chat(spec: str, request: Request) -> Response:
         question, turn, payload = _episode_of(await request.body())

@@ -133,6 +133,12 @@ def test_a_crop_of_a_crop_builds_on_the_crop(remote_search):
     assert first.shown_size == (504, 420)
     assert second.page_box == (500, 400, 600, 496)
     assert second.parent_image_id == "img-1"
+    crop_messages = [m for m in result.messages if m["role"] == "user" and isinstance(m["content"], list)
+                     and m["content"][0]["text"].startswith("Zoomed")]
+    assert [m["content"][0]["text"] for m in crop_messages] == [
+        Prompts().crop.format(bbox=[350, 280, 700, 560]), Prompts().crop.format(bbox=[0, 0, 100, 100])]
+    assert [m["content"][1] for m in crop_messages] == [{"type": "image_ref", "image_id": "img-1"},
+                                                        {"type": "image_ref", "image_id": "img-2"}]
     assert [(n.step_id, n.parent_ids) for n in result.step_graph.steps()] == [
         ("t0", ("root",)), ("t1", ("t0",)), ("t2", ("t1",)), ("t3", ("t2",))]
     assert result.evidence == [{"page_id": MARKER_PAGE, "image_path": page.image_path,

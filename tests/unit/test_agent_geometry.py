@@ -52,7 +52,13 @@ def test_bbox_entirely_outside_the_image_is_refused():
     with pytest.raises(ValueError, match="outside the 100x80 image"):
         map_bbox_to_page([120, 90, 150, 100], (100, 80), (0, 0, 100, 80), (100, 80), 0, 1)
     with pytest.raises(ValueError):
-        map_bbox_to_page([10, 85, 20, 95], (100, 80), (0, 0, 100, 80), (100, 80), 0, 1)
+        map_bbox_to_page([10, 85, 20, 95], (100, 80), (0, 0, 100, 80), (100, 80), 0, 1)  # below the image
+    with pytest.raises(ValueError):
+        map_bbox_to_page([120, 10, 150, 20], (100, 80), (0, 0, 100, 80), (100, 80), 0, 1)  # right of it
+    with pytest.raises(ValueError):
+        map_bbox_to_page([99.5, 10, 150, 20], (100, 80), (0, 0, 100, 80), (100, 80), 0, 1)  # half a pixel inside
+    with pytest.raises(ValueError):
+        map_bbox_to_page([10, 79.5, 20, 95], (100, 80), (0, 0, 100, 80), (100, 80), 0, 1)
 
 
 @pytest.mark.parametrize("height, width, expected", [

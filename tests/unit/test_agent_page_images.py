@@ -176,5 +176,17 @@ def test_status_errors_carry_the_detail(endpoint):
         finally:
             await policy.aclose()
 
-    with pytest.raises(PolicyError, match=r"answered 404: Not Found"):
+    with pytest.raises(PolicyError, match=r"answered 404: Not Found$"):
         asyncio.run(main())
+
+    async def failing(code: int):
+        policy = OpenAIPolicy(endpoint.url + f"/status/{code}/v1", model="m", max_retries=0)
+        try:
+            await policy.complete([{"role": "user", "content": "q"}], SamplingParams())
+        finally:
+            await policy.aclose()
+
+    for code in (400, 500):
+        with pytest.raises(PolicyError) as caught:
+            asyncio.run(failing(code))
+        assert str(caught.value).endswith(f"/status/{code}/v1 answered {code}: model crashed")
