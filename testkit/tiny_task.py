@@ -1,18 +1,19 @@
 """A small synthetic RL task over the sample corpus that a tiny policy can learn on 2 CPU cores in minutes.
 
-Four questions of the generated sample corpus (`search_engine.sample_corpus`), each with one keyword
-that the real search engine (MiniLM + BM25 text channels) ranks the question's page first for, and
-its reference answer. Reward comes from searching with the right keyword (retrieval NDCG: the right
-page shown first), answering right (outcome, exact match) and writing well-formed turns (format).
+Four questions of the generated sample corpus (`search_engine.sample_corpus`). Each has three of its
+own words a searcher might pick (`QUERY_WORDS`); only one of them — the keyword — makes the real
+search engine (MiniLM + BM25 text channels) rank the question's page first. Reward comes from
+searching with the right word (retrieval NDCG: the right page shown first), answering right
+(outcome, exact match against the reference answer) and writing well-formed turns (format).
 
 What a tiny random-vision model can and cannot learn here, honestly: its vision tower is random, so
 it cannot read the page pixels (they are in every forward pass, but carry no usable signal); what it
 can learn is which keyword to search for each question and which answer to give — from the question
 and from the page id printed in the observation ("... page acme_annual_report_2023_2."). The SFT
-warm start teaches only the protocol: its trajectories come from `RandomTaskPolicy`, which picks
-keywords and answers uniformly at random (kept when well-formed, right or wrong), so after SFT the
-policy searches and answers in format but at chance (≈ 1/4 right keyword, ≈ 1/4 right answer); RL
-must find the right ones.
+warm start teaches only the protocol: its trajectories come from `RandomTaskPolicy`, which searches
+with a word of the question picked uniformly from its three and answers with one of the four answers
+picked uniformly (kept when well-formed, right or wrong), so after SFT the policy searches and answers
+in format but at chance (≈ 1/3 right word, ≈ 1/4 right answer); RL must find the right ones.
 
 The tokenizer is trained on the task's own text (so words are single tokens and turns are short),
 with the Qwen special tokens and chat template of `testkit.tiny_models`; the model is the real
@@ -35,10 +36,15 @@ QUESTIONS = [
      "answer": "1,870", "reference_pages": ["acme_annual_report_2023_4"], "keyword": "employees"},
     {"id": "bicycle", "question": "What share of commuters ride the bicycle according to the Metro Travel Survey?",
      "answer": "12%", "reference_pages": ["metro_travel_survey_2024_3"], "keyword": "bicycle"},
-    {"id": "dividend", "question": "What dividend per share did the board approve in the memo?",
-     "answer": "0.42 dollars", "reference_pages": ["board_memo_scan_1"], "keyword": "dividend"},
+    {"id": "kestrel", "question": "How much power does the Kestrel Ridge solar plant produce?", "answer": "410 MW",
+     "reference_pages": ["solar_energy_brief_3"], "keyword": "Kestrel"},
 ]
+# Words of each question a searcher might pick; only the keyword makes the search engine rank the
+# question's page first (checked against the real MiniLM + BM25 index: the others rank another page first).
+QUERY_WORDS = {"revenue": ["Acme", "Robotics", "revenue"], "employees": ["many", "Robotics", "employees"],
+               "bicycle": ["share", "Metro", "bicycle"], "kestrel": ["power", "solar", "Kestrel"]}
 KEYWORDS = [q["keyword"] for q in QUESTIONS]
+ALL_QUERY_WORDS = sorted({w for words in QUERY_WORDS.values() for w in words})
 ANSWERS = [q["answer"] for q in QUESTIONS]
 
 PROMPTS: dict[str, Any] = {
@@ -70,9 +76,9 @@ def answer_reply(answer: str) -> str:
 def _corpus() -> list[str]:
     texts = [PROMPTS["system"], PROMPTS["force_answer"], "Invalid: . Write <search>, <bbox> or <answer>."]
     texts += [PROMPTS["question"].format(question=q["question"]) for q in QUESTIONS]
-    texts += [search_reply(k) for k in KEYWORDS] + [answer_reply(a) for a in ANSWERS]
-    texts += [PROMPTS["search_result"].format(query=k, page_id=p) for k in KEYWORDS for p in PAGE_IDS]
-    texts += [PROMPTS["no_new_results"].format(query=k) for k in KEYWORDS]
+    texts += [search_reply(k) for k in ALL_QUERY_WORDS] + [answer_reply(a) for a in ANSWERS]
+    texts += [PROMPTS["search_result"].format(query=k, page_id=p) for k in ALL_QUERY_WORDS for p in PAGE_IDS]
+    texts += [PROMPTS["no_new_results"].format(query=k) for k in ALL_QUERY_WORDS]
     return texts * 20
 
 
@@ -129,17 +135,17 @@ def write_tasks(path: str | Path) -> Path:
 
 
 class RandomTaskPolicy:
-    """A scripted, always well-formed policy that searches 1–2 random keywords and gives a random answer.
+    """A scripted, always well-formed policy: 1–2 searches with random words of the question, a random answer.
 
     The source of the SFT warm-start trajectories: it teaches the protocol, not the task.
     """
 
-    def __init__(self, seed: int, second_search: float = 0.3):
+    def __init__(self, question_id: str, seed: int, second_search: float = 0.3):
         rng = random.Random(seed)
-        keywords = rng.sample(KEYWORDS, 2)
-        self.plan = [search_reply(keywords[0])]
+        words = rng.sample(QUERY_WORDS[question_id], 2)
+        self.plan = [search_reply(words[0])]
         if rng.random() < second_search:
-            self.plan.append(search_reply(keywords[1]))
+            self.plan.append(search_reply(words[1]))
         self.plan.append(answer_reply(rng.choice(ANSWERS)))
 
     async def complete(self, messages: list[dict[str, Any]], sampling: SamplingParams) -> PolicyReply:
@@ -163,8 +169,8 @@ async def collect_random_episodes(search_url: str, episodes_per_question: int, s
     search = SearchClient(search_url)
 
     async def one(question: dict[str, Any], i: int):
-        episode = Episode(question["question"], config, prompts, RandomTaskPolicy(seed * 7919 + i), search,
-                          episode_id=f"{question['id']}-{i}")
+        policy = RandomTaskPolicy(question["id"], seed * 7919 + i)
+        episode = Episode(question["question"], config, prompts, policy, search, episode_id=f"{question['id']}-{i}")
         async for _ in episode.run():
             pass
         return episode.result()
