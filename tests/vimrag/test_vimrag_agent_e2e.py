@@ -140,7 +140,7 @@ def test_streaming_adapter_over_sse(scripted_policy, text_search_server):
 def test_cpu_standin_answers_through_the_graph(standin_policy, text_search_server, question, answer, page):
     result = VimRAG(base_url=standin_policy, search_url=text_search_server.url).run(question)
     assert result.status == "answered", result.error
-    assert answer in result.answer
+    assert result.answer == answer  # the amount itself, not the sentence around it
     graph = result.graph
     assert graph.answer_path() >= {"root", "search_1", "answer"}
     item = graph.nodes["search_1"].items[0]

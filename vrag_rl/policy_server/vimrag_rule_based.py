@@ -96,7 +96,30 @@ def answer_from_line(line: str, question: str) -> str:
     asked = set(content_terms(question)) | set(words_of(question))
     kept = [w for w in line.split() if not (content_terms(w) and set(content_terms(w)) <= asked)
             and not (words_of(w) and set(words_of(w)) <= asked)]
-    return " ".join(kept).strip(" :;,-|") or line.strip()
+    rest = " ".join(kept).strip(" :;,-|")
+    return quantity_in(rest, question) or rest or line.strip()
+
+
+_QUANTITY_QUESTION = re.compile(r"\b(how (much|many)|what (score|share|percentage|number|amount|value|code)|"
+                                r"how (long|far|big|large|high))\b", re.IGNORECASE)
+_YEAR = re.compile(r"^(19|20)\d\d[.,;:]?$")
+_UNIT = re.compile(r"^(%|percent|[a-z]{1,3}|million|billion|thousand|dollars?|euros?|points?)[.,;:]?$", re.IGNORECASE)
+
+
+def quantity_in(text: str, question: str) -> str:
+    """For a question asking for an amount, the first number in `text` with its unit ("commissioned in
+    2022, 410 MW." → "410 MW"); years are skipped unless the question asks about time. "" if none."""
+    if not _QUANTITY_QUESTION.search(question):
+        return ""
+    tokens = text.split()
+    for i, token in enumerate(tokens):
+        if not any(c.isdigit() for c in token) or (_YEAR.match(token) and "year" not in question.lower()):
+            continue
+        value = token.rstrip(".,;:")
+        if i + 1 < len(tokens) and _UNIT.match(tokens[i + 1]) and not any(c.isdigit() for c in tokens[i + 1]):
+            value += " " + tokens[i + 1].rstrip(".,;:")
+        return value
+    return ""
 
 
 def _call(name: str, arguments: dict) -> str:
