@@ -277,3 +277,27 @@ def test_crops_do_not_count_as_showing_a_page_again(remote_search):
     assert shown == [[MARKER_PAGE], [MARKER_PAGE]]  # shown twice; the crop between did not use up a repeat
     assert [i.is_crop for i in result.images] == [False, True, False]
     assert result.evidence[0]["crops"] == [[0, 0, 556, 456]] and len(result.evidence) == 1  # + 56 px padding
+
+
+def test_a_bug_inside_the_loop_is_an_explicit_internal_failure(remote_search):
+    """A broken prompt template raises inside the loop: the episode fails with the reason, nothing escapes."""
+    policy = ListPolicy(["<search>zebra</search>", "<answer>x</answer>"])
+    with VRAG(policy=policy, search_url=remote_search.url, prompts=Prompts(search_result="{no_such_field}")) as agent:
+        result = agent.run("q")
+    message = "internal error: KeyError: 'no_such_field'"
+    assert (result.status, result.error, result.turns) == ("failed", message, 1)
+    assert [(e.type, getattr(e, "kind", None)) for e in result.events[-2:]] == [("error", "internal"), ("finish", None)]
+    assert (result.events[-2].message, result.events[-2].fatal, result.events[-2].turn) == (message, True, 1)
+
+
+def test_a_result_before_the_episode_ran():
+    from search_engine.client import SearchClient
+    from vrag_rl.agent.config import AgentConfig
+    from vrag_rl.agent.loop import Episode
+
+    episode = Episode(" q ", AgentConfig(), Prompts(), ListPolicy(["x"]), SearchClient("http://127.0.0.1:9"))
+    result = episode.result()
+    assert (result.status, result.turns, result.answer, result.question, result.error) == ("failed", 0, None, "q", None)
+    assert result.events == [] and result.step_graph.steps() == [] and result.evidence == []
+    with pytest.raises(ValueError, match="the question is empty"):
+        Episode(" ", AgentConfig(), Prompts(), ListPolicy(["x"]), SearchClient("http://127.0.0.1:9"))

@@ -1,13 +1,14 @@
 """What an episode records and shows, checked against pixels of drawn markers and hand-written expectations.
 
-A two-page index of drawn pages (`testkit.marker_pages`, fixture `marker_engine`): on the 1000x800 "zebra" page a red square fills
-page pixels (600..699, 500..599) and a blue one the bottom-right corner (900..999, 700..799).
+A two-page index of drawn pages (`testkit.marker_pages`, fixture `marker_engine`): on the 1000x800
+"zebra" page a red square fills page pixels (600..699, 500..599) and a blue one the bottom-right
+corner (900..999, 700..799).
 The model is shown that page at 700x560 (Qwen2.5-VL's resize rule: 812x1008 is over 512·28²
 pixels, so it scales by sqrt(800000/401408) and floors to multiples of 28), i.e. 0.7 shown pixel
 per page pixel, so the red square is at (420..490, 350..420) in the shown frame.
 
-The real search server serves it, wrapped (`RemoteLooking`) so that it looks like a server on another machine
-(image paths that do not exist here): the agent must fetch page images over HTTP.
+The real search server serves it, wrapped (`RemoteLooking`) so that it looks like a server on
+another machine (image paths that do not exist here): the agent must fetch page images over HTTP.
 """
 from __future__ import annotations
 
@@ -131,7 +132,8 @@ def test_page_fetched_and_encoded_once_across_episodes(scripted_policy, remote_s
         assert agent.encoded_images.misses == 1 and agent.encoded_images.hits == 2
     assert [r.status for r in (first, second, third)] == ["answered"] * 3
     assert remote_search.wrapped.page_fetches[f"/pages/{PAGE}/image"] - before == 1
-    assert first.images[0].cache_key == second.images[0].cache_key
+    url = f"{remote_search.url}/pages/{PAGE}/image"  # the view's name: page id @ source | region | size
+    assert first.images[0].cache_key == second.images[0].cache_key == f"{PAGE}@{url}|0,0,1000,800|700x560"
 
 
 def test_unreachable_page_image_is_reported(scripted_policy, marker_engine, tmp_path):
@@ -155,6 +157,7 @@ def test_unreachable_page_image_is_reported(scripted_policy, marker_engine, tmp_
         server.stop()
     errors = [e for e in result.events if e.type == "error"]
     assert len(errors) == 1 and PAGE in errors[0].message and "404" in errors[0].message
+    assert (errors[0].turn, errors[0].kind, errors[0].fatal) == (1, "search_failed", False)
     assert result.status == "answered" and result.images == []
 
 
