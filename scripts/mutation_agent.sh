@@ -25,7 +25,7 @@ CHILDREN="${MUTATION_CHILDREN:-2}"
 REF="${REF:-HEAD}"  # the commit whose code and tests are measured
 MODULES=(actions.py images.py loop.py page_images.py policies/openai_http.py)
 if [[ -n "${TESTS:-}" ]]; then read -r -a TESTS <<< "$TESTS"; else
-  TESTS=(tests/unit/test_agent_parsing.py tests/unit/test_agent_geometry.py
+  TESTS=(tests/unit/test_agent_parsing.py tests/unit/test_agent_geometry.py tests/unit/test_agent_page_images.py
          tests/integration/test_agent_trajectory.py tests/integration/test_agent_loop_paths.py
          tests/fuzz/test_agent_fuzz.py)
 fi
