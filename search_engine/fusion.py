@@ -2,7 +2,7 @@
 (MaxSim sums, cosine similarities, BM25) using ranks only."""
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 

@@ -9,7 +9,7 @@ import contextlib
 import socket
 import threading
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import httpx
 import uvicorn
@@ -30,7 +30,7 @@ class LoopbackServer:
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, daemon=True)
 
-    def start(self, timeout: float = 60.0) -> "LoopbackServer":
+    def start(self, timeout: float = 60.0) -> LoopbackServer:
         self._thread.start()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

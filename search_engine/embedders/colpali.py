@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 from PIL import Image
@@ -26,7 +26,8 @@ COLPALI_CLASSES: dict[str, tuple[str, str]] = {
     "colsmol": ("ColIdefics3", "ColIdefics3Processor"),
 }
 
-_MODEL_TYPE_TO_KIND = {"qwen2_vl": "colqwen2", "qwen2_5_vl": "colqwen2.5", "paligemma": "colpali", "idefics3": "colsmol"}
+_MODEL_TYPE_TO_KIND = {"qwen2_vl": "colqwen2", "qwen2_5_vl": "colqwen2.5", "paligemma": "colpali",
+                       "idefics3": "colsmol"}
 
 
 def detect_colpali_kind(model: str) -> str:
@@ -62,8 +63,8 @@ class ColPaliEmbedder:
 
     def __init__(self, model: str = "vidore/colqwen2-v1.0", kind: str | None = None, device: str = "auto",
                  dtype: str = "auto", batch_size: int = 4, max_pixels: int | None = None):
-        import torch
         import colpali_engine.models as cm
+        import torch
 
         self.kind = kind or detect_colpali_kind(model)
         model_cls_name, proc_cls_name = COLPALI_CLASSES[self.kind]

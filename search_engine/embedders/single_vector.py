@@ -7,7 +7,7 @@ vector, so the index scores it with a FAISS inner-product index instead of MaxSi
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from PIL import Image
@@ -48,7 +48,7 @@ class LastTokenVLEmbedder:
         self.instructions = {**DEFAULT_INSTRUCTIONS, **(instructions or {})}
         self._torch = torch
         cfg = self.model.config
-        dim = int(getattr(getattr(cfg, "text_config", cfg), "hidden_size"))
+        dim = int(getattr(cfg, "text_config", cfg).hidden_size)
         self.spec = EmbedderSpec(kind=kind, model=str(model), modality="image", multi_vector=False, dim=dim)
 
     def _messages(self, instruction: str, text: str | None, image: Image.Image | None) -> list[dict]:

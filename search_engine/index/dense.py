@@ -5,7 +5,7 @@ sizes one machine serves (≤ a few million pages) it answers in milliseconds an
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -84,7 +84,7 @@ class Manifest:
         atomic_write_json(Path(index_dir) / MANIFEST_NAME, self.to_json())
 
     @classmethod
-    def load(cls, index_dir: Path) -> "Manifest":
+    def load(cls, index_dir: Path) -> Manifest:
         path = Path(index_dir) / MANIFEST_NAME
         if not path.exists():
             return cls()

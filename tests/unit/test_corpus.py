@@ -12,8 +12,15 @@ import pytest
 from PIL import Image
 
 from search_engine import text_extraction
-from search_engine.corpus import (DocumentError, RenderedPage, count_pages, discover_documents, doc_id_for,
-                                  pdf_to_images, render_pages)
+from search_engine.corpus import (
+    DocumentError,
+    RenderedPage,
+    count_pages,
+    discover_documents,
+    doc_id_for,
+    pdf_to_images,
+    render_pages,
+)
 from search_engine.text_extraction import OcrLine, ocr_lines, page_text, pdf_page_texts
 from search_engine.types import is_valid_id, make_page_id
 

@@ -14,8 +14,16 @@ from fastapi.responses import JSONResponse
 
 from vrag_rl.evaluation.dataset import EvalExample, load_dataset
 from vrag_rl.evaluation.judge import LLMJudge, parse_verdict
-from vrag_rl.evaluation.metrics import (anls, contains_match, exact_match, levenshtein, ndcg_at_k,
-                                        normalize_answer, recall_at_k, token_f1)
+from vrag_rl.evaluation.metrics import (
+    anls,
+    contains_match,
+    exact_match,
+    levenshtein,
+    ndcg_at_k,
+    normalize_answer,
+    recall_at_k,
+    token_f1,
+)
 from vrag_rl.evaluation.runner import evaluate, percentile, read_records, run_evaluation
 
 # ------------------------------------------------------------------------------------------ metrics

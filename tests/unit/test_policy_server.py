@@ -20,6 +20,7 @@ import openai
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
+from search_engine.text_extraction import OcrLine
 from testkit.loopback import LoopbackServer, free_port
 from vrag_rl.policy_server.app import create_app
 from vrag_rl.policy_server.protocol import (
@@ -29,7 +30,6 @@ from vrag_rl.policy_server.protocol import (
     apply_stop,
     decode_data_url,
 )
-from search_engine.text_extraction import OcrLine
 from vrag_rl.policy_server.rule_based import (
     Evidence,
     RuleBasedBackend,

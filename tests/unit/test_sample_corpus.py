@@ -33,7 +33,8 @@ def test_dataset_uses_upstream_layout_and_generation_is_idempotent(tmp_path):
 
 def test_torchvision_imports_beside_cpu_torch():
     """The shim must let transformers' Qwen-VL processors import (they need torchvision)."""
-    import search_engine  # noqa: F401  (installs the hook)
     from transformers import Qwen2VLImageProcessor
+
+    import search_engine  # noqa: F401  (installs the hook)
 
     assert Qwen2VLImageProcessor(min_pixels=3136, max_pixels=200704) is not None

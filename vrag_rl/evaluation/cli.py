@@ -5,8 +5,8 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,7 +16,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("runs/eval.jsonl"),
                    help="per-example JSONL; rerunning with the same file resumes")
     p.add_argument("--summary", type=Path, default=None, help="write the summary JSON here")
-    p.add_argument("--base-url", default=env("VRAG_POLICY_URL"), help="OpenAI-compatible policy server [VRAG_POLICY_URL]")
+    p.add_argument("--base-url", default=env("VRAG_POLICY_URL"),
+                   help="OpenAI-compatible policy server [VRAG_POLICY_URL]")
     p.add_argument("--search-url", default=env("VRAG_SEARCH_URL"), help="search server [VRAG_SEARCH_URL]")
     p.add_argument("--model", default=env("VRAG_MODEL"), help="served policy model name [VRAG_MODEL]")
     p.add_argument("--api-key", default=env("OPENAI_API_KEY"), help="policy API key [OPENAI_API_KEY]")
