@@ -45,6 +45,15 @@ class _State:
 
 
 class SearchEngine:
+    """Page search over one index directory: load it once, then `search` / `batch_search` from any thread.
+
+    Why one object: the embedders (ColQwen2, MiniLM) and the page-token matrix are loaded once and
+    shared by every query; `reload()` picks up documents another process ingested, swapping the whole
+    state at once so a query never sees half an index. Channels (visual, text, bm25) are whatever the
+    index holds, fused by reciprocal rank; `load_models=False` opens an index without its embedders
+    (for `search_by_vectors`), `visual_backend` picks exact MaxSim or a fast index.
+    """
+
     def __init__(self, index_dir: str | Path, *, device: str = "auto", load_models: bool = True,
                  visual_embedder: Embedder | None = None, text_embedder: Embedder | None = None,
                  use_bm25: bool = True, rrf_k: int = RRF_K, channel_weights: dict[str, float] | None = None,
@@ -81,6 +90,7 @@ class SearchEngine:
 
     @classmethod
     def load(cls, index_dir: str | Path, **kwargs) -> SearchEngine:
+        """Open the index at `index_dir` (keyword arguments as the constructor's)."""
         return cls(index_dir, **kwargs)
 
     # ---- loading ---------------------------------------------------------------------------------
@@ -170,6 +180,7 @@ class SearchEngine:
     # ---- queries ------------------------------------------------------------------------------------
     def search(self, query: str, top_k: int = 5, doc_ids: Sequence[str] | None = None,
                channels: Sequence[str] | None = None) -> list[SearchHit]:
+        """The `top_k` best pages for one query (see `batch_search`)."""
         return self.batch_search([query], top_k=top_k, doc_ids=doc_ids, channels=channels)[0]
 
     def batch_search(self, queries: Sequence[str], top_k: int = 5, doc_ids: Sequence[str] | None = None,
@@ -282,6 +293,7 @@ class SearchEngine:
 
     # ---- pages and documents ----------------------------------------------------------------------------
     def page(self, page_id: str) -> PageRecord | None:
+        """The record of a page (size, text, source), or None for an unknown id."""
         return self._state.manifest.pages.get(page_id)
 
     def page_image_path(self, page_id: str) -> Path:
@@ -295,10 +307,12 @@ class SearchEngine:
         return path
 
     def documents(self) -> list[dict[str, Any]]:
+        """Every document of the index: doc_id, source_path, num_pages, kind, added_at."""
         return [{"doc_id": e.doc_id, "source_path": e.source_path, "num_pages": e.num_pages, "kind": e.kind,
                  "added_at": e.added_at} for e in self._state.manifest.documents.values()]
 
     def stats(self) -> dict[str, Any]:
+        """Counts, channels and embedders of the loaded index (the /stats body)."""
         state = self._state
         return {
             "index_dir": str(self.index_dir),
