@@ -151,6 +151,12 @@ class SearchEngine:
 
     def _exact_scorer(self, manifest: Manifest, counts: list[int], dim: int) -> MaxSimScorer:
         """Every visual page token in RAM (fp32 on CPU while it fits): the exact reference path."""
+        need = sum(counts) * dim * 2  # at least the fp16 tokens stay in RAM
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        if need > 0.6 * total:
+            raise RuntimeError(f"exact search would hold {need / 2**30:.1f} GiB of page vectors in RAM "
+                               f"({total / 2**30:.0f} GiB here): build a fast index (`vrag-search build-fast-index "
+                               f"--index {self.index_dir}`) or serve with --backend qdrant")
         parts = [np.load(self.index_dir / e.segments["visual"]["file"], mmap_mode="r")
                  for e in manifest.documents.values()]
         flat = np.concatenate(parts) if parts else np.zeros((0, dim), np.float16)
