@@ -82,8 +82,11 @@ class LocalTrainer:
         seed_everything(config.seed)
         self.device = config.device
         dtype = getattr(torch, config.dtype)
-        self.processor = AutoProcessor.from_pretrained(config.model)
-        self.model = AutoModelForImageTextToText.from_pretrained(config.model, dtype=dtype).to(self.device)
+        try:
+            self.processor = AutoProcessor.from_pretrained(config.model)
+            self.model = AutoModelForImageTextToText.from_pretrained(config.model, dtype=dtype).to(self.device)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"could not load the policy model {config.model!r}: {exc}") from exc
         if config.lora is not None:
             from peft import LoraConfig, get_peft_model
 
