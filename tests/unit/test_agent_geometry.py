@@ -173,3 +173,9 @@ def test_encode_cache_encodes_each_key_once_and_is_bounded():
     small = EncodedImageCache(max_chars=len(first) + 10)
     small.data_url(red, "a"), small.data_url(blue, "b"), small.data_url(red, "a")
     assert small.misses == 3  # "b" evicted "a": bounded by characters
+
+
+def test_not_json_reason_quotes_the_first_40_characters():
+    with pytest.raises(PolicyError) as caught:
+        parse_chat_completion(b"   " + b"x" * 100)
+    assert str(caught.value) == f"policy response is not JSON (JSONDecodeError; starts {'x' * 40!r})"
