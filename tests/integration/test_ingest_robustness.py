@@ -154,12 +154,33 @@ def test_update_switches_generations_and_sweeps_leftovers(tmp_path):
     (orphan / "1.jpg").write_bytes(b"stale")
     (index / "pages" / "memo" / "7.jpg").write_bytes(b"legacy leftover")
 
+    # a checkpoint of the committed generation (killed after its commit): nothing left to resume
+    finished = index / ".partial" / "memo"
+    finished.mkdir(parents=True)
+    (finished / f"{generation_of(old.sha1)}_000001_000002.npz").write_bytes(b"done")
+    assert ingestor.add([doc]).unchanged == ["memo"]  # nothing to ingest, but the sweep runs
+    assert not finished.exists()
+    assert (old_dir / "1.jpg").is_file() and not (old_dir / ".2.jpg.zzz.tmp").exists()
+    assert not orphan.exists() and not (index / "pages" / "memo" / "7.jpg").exists()
+
     make_pdf(doc, 1, NEW_COLOR, "beta")
+    events = []
+    ingestor.progress_callback = events.append
     report = ingestor.add([doc])
     assert report.updated == ["memo"]
+    assert events[-1] == {"doc_id": "memo", "source": str(doc.resolve()), "page": 1, "num_pages": 1, "stage": "done"}
+    assert all(e["num_pages"] == 1 for e in events)
     new = Manifest.load(index).documents["memo"]
     assert sorted(p.name for p in (index / "pages" / "memo").iterdir()) == [generation_of(new.sha1)]
     assert assert_manifest_consistent(index, {new.sha1: NEW_COLOR}) == new.sha1
+
+
+def test_a_new_index_gets_the_default_text_channel(tmp_path):
+    """No model named: a new index gets MiniLM text (and no visual channel), an existing one keeps its own."""
+    index = tmp_path / "index"
+    Ingestor(index, ocr=False, progress=False).add([make_pdf(tmp_path / "a.pdf", 1, OLD_COLOR, "alpha")])
+    manifest = Manifest.load(index)
+    assert manifest.spec("text").kind == "minilm" and manifest.spec("visual") is None
 
 
 def _mount_tmpfs(where: Path, size: str) -> None:
