@@ -160,8 +160,8 @@ def serve(index: Index, host: str = "127.0.0.1", port: int = 8002,
 def build_fast_index_cmd(
     index: Index,
     centroids: Annotated[Optional[int], typer.Option(min=16, max=65535, help="default: ~4*sqrt(tokens)")] = None,
-    nprobe: Annotated[int, typer.Option(min=1, help="centroids probed per query token (recall/speed knob)")] = 8,
-    candidates: Annotated[int, typer.Option(min=1, help="pages rescored exactly per query")] = 256,
+    nprobe: Annotated[int, typer.Option(min=1, help="centroids probed per query token (recall/speed knob)")] = 16,
+    candidates: Annotated[int, typer.Option(min=1, help="pages rescored exactly per query")] = 128,
     check: Annotated[int, typer.Option(min=0, help="measure recall@10 vs exact on this many page-derived queries")] = 0,
 ) -> None:
     """Add (or rebuild) the fast visual index: centroid codes + inverted file beside the fp16 segments.

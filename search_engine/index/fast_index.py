@@ -138,7 +138,7 @@ def _open(index_dir: Path, gen: Path, manifest: Manifest, params: FastParams | N
     new_codes = np.concatenate(parts) if parts else np.zeros(0, np.uint16)
     store = _store(index_dir, new, dim)
     ivf = InvertedFile.build(new_codes, store.counts, codebook.num_centroids)
-    params = params or FastParams(nprobe=meta.get("nprobe", 8), candidates=meta.get("candidates", 256))
+    params = params or FastParams(nprobe=meta.get("nprobe", 16), candidates=meta.get("candidates", 128))
     return FastMaxSim(store, codebook, ivf, codes=new_codes, params=params, device=device), new, True
 
 

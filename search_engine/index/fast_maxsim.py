@@ -37,8 +37,8 @@ FAST_FORMAT = 1
 class FastParams:
     """Recall/speed knobs. Defaults reach recall@10 ≥ 0.99 of exact on the benchmark corpus."""
 
-    nprobe: int = 8
-    candidates: int = 256
+    nprobe: int = 16
+    candidates: int = 128
 
     def __post_init__(self) -> None:
         if self.nprobe < 1 or self.candidates < 1:
@@ -120,7 +120,7 @@ class FastMaxSim:
                                f"tokens, the store has {store.num_pages} / {store.num_tokens}: rebuild it")
         codes_path = directory / "codes.npy"
         codes = np.load(codes_path, mmap_mode="r") if codes_path.exists() else None
-        params = params or FastParams(nprobe=meta.get("nprobe", 8), candidates=meta.get("candidates", 256))
+        params = params or FastParams(nprobe=meta.get("nprobe", 16), candidates=meta.get("candidates", 128))
         index = cls(store, Codebook.load(directory), InvertedFile.load(directory), codes=codes, params=params,
                     device=device)
         deleted_path = directory / "deleted.npy"

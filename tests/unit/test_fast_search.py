@@ -310,7 +310,7 @@ def test_cli_builds_the_fast_index_of_an_existing_index_and_reports_recall(tmp_p
                            "--check", "5"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert report["queries"] == 5 and report["recall_at_k"] == 1.0  # 25 pages < 256 candidates: all rescored
+    assert report["queries"] == 5 and report["recall_at_k"] == 1.0  # 25 pages < 128 candidates: all rescored
     assert has_fast_index(index)
     bad = subprocess.run([sys.executable, "-m", "search_engine", "build-fast-index", "--index", str(tmp_path / "x")],
                          cwd=REPO, capture_output=True, text=True, timeout=300)
