@@ -101,8 +101,9 @@ def bench_ours(policy_url: str, search_url: str, episodes: int, levels: list[int
         turns = sum(r.turns for r in results)
         latencies = sorted(r.elapsed_s for r in results)
         answered = sum(r.status == "answered" for r in results)
+        p50, p95 = statistics.median(latencies), latencies[int(0.95 * (len(latencies) - 1))]
         print(f"{level:>11} {len(results) / wall:>11.1f} {turns / wall:>9.1f} "
-              f"{statistics.median(latencies) * 1000:>10.0f}ms {latencies[int(0.95 * (len(latencies) - 1))] * 1000:>10.0f}ms "
+              f"{p50 * 1000:>10.0f}ms {p95 * 1000:>10.0f}ms "
               f"{cpu / max(turns, 1) * 1000:>14.2f}ms {answered:>5}/{len(results)}")
     # upstream's call style: one run() per question, sequentially
     cpu, start = time.process_time(), time.perf_counter()

@@ -8,7 +8,7 @@ rides along in `ImageRef.image` for in-process consumers and is never serialised
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from PIL import Image
 
@@ -31,9 +31,9 @@ class ImageRef:
     page_box: Box  # (x1, y1, x2, y2) in page pixels
     shown_size: tuple[int, int]
     is_crop: bool = False
-    parent_image_id: Optional[str] = None  # the image the crop was cut from
-    image: Optional[Image.Image] = field(default=None, repr=False, compare=False)
-    cache_key: Optional[str] = field(default=None, repr=False, compare=False)  # names these exact pixels
+    parent_image_id: str | None = None  # the image the crop was cut from
+    image: Image.Image | None = field(default=None, repr=False, compare=False)
+    cache_key: str | None = field(default=None, repr=False, compare=False)  # names these exact pixels
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("image", "cache_key")}
@@ -104,8 +104,8 @@ class CropEvent(AgentEvent):
 
     type: str = field(init=False, default="crop")
     bbox: list[float] = field(default_factory=list)
-    source: Optional[ImageRef] = None
-    crop: Optional[ImageRef] = None
+    source: ImageRef | None = None
+    crop: ImageRef | None = None
 
 
 @dataclass
@@ -137,7 +137,7 @@ class ErrorEvent(AgentEvent):
 class EpisodeFinished(AgentEvent):
     type: str = field(init=False, default="finish")
     status: Literal["answered", "forced_answer", "token_budget", "failed"] = "answered"
-    answer: Optional[str] = None
+    answer: str | None = None
     turns: int = 0
     elapsed_s: float = 0.0
-    error: Optional[str] = None  # why the episode failed (None when it answered)
+    error: str | None = None  # why the episode failed (None when it answered)

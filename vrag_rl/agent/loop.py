@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from PIL import Image
 
@@ -21,8 +22,16 @@ from search_engine.client import SearchClient, SearchError, SearchResultPage
 from vrag_rl.agent.actions import ParsedReply, parse_reply
 from vrag_rl.agent.config import AgentConfig
 from vrag_rl.agent.events import (
-    AgentEvent, AnswerEvent, CropEvent, EpisodeFinished, EpisodeStarted, ErrorEvent, ImageRef, SearchEvent,
-    SearchResultsEvent, ThinkEvent,
+    AgentEvent,
+    AnswerEvent,
+    CropEvent,
+    EpisodeFinished,
+    EpisodeStarted,
+    ErrorEvent,
+    ImageRef,
+    SearchEvent,
+    SearchResultsEvent,
+    ThinkEvent,
 )
 from vrag_rl.agent.images import map_bbox_to_page
 from vrag_rl.agent.page_images import PageImageStore

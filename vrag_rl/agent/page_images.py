@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import io
 import threading
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Awaitable, Callable
 
 from cachetools import LRUCache
 from PIL import Image

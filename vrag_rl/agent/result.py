@@ -53,7 +53,7 @@ class EpisodeResult:
     step_graph: StepGraph = field(default_factory=StepGraph)
 
     @classmethod
-    def failure(cls, question: str, error: str, episode_id: str = "") -> "EpisodeResult":
+    def failure(cls, question: str, error: str, episode_id: str = "") -> EpisodeResult:
         """A result for an episode that could not even start (e.g. an empty question)."""
         return cls(episode_id=episode_id, question=question if isinstance(question, str) else repr(question),
                    answer=None, status="failed", evidence=[], events=[], messages=[], images=[], turns=0,

@@ -14,8 +14,9 @@ question itself: it has no turns and no parents.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 ROOT_ID = "root"
 
@@ -43,7 +44,7 @@ class StepGraph:
     answer_id: str | None = None
 
     @classmethod
-    def build(cls, nodes: Iterable[StepNode], answer_id: str | None = None) -> "StepGraph":
+    def build(cls, nodes: Iterable[StepNode], answer_id: str | None = None) -> StepGraph:
         """Add nodes in order (parents before children) and validate; raises `StepGraphError`."""
         graph = cls()
         for node in nodes:
@@ -92,7 +93,7 @@ class StepGraph:
                            "evidence_ids": list(n.evidence_ids)} for n in self.steps()]}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "StepGraph":
+    def from_dict(cls, data: dict[str, Any]) -> StepGraph:
         nodes = [StepNode(n["step_id"], tuple(n.get("parent_ids", ())), n.get("kind", "step"),
                           tuple(n.get("turn_indices", ())), tuple(n.get("evidence_ids", ())))
                  for n in data.get("nodes", [])]

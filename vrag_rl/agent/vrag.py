@@ -11,7 +11,8 @@ import asyncio
 import queue
 import threading
 import weakref
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from typing import Any
 
 from search_engine.client import SearchClient
 from vrag_rl.agent.config import AgentConfig
@@ -99,7 +100,7 @@ class VRAG:
             runner.run(self.aclose())
             runner.stop()
 
-    def __enter__(self) -> "VRAG":
+    def __enter__(self) -> VRAG:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -141,7 +142,7 @@ class VRAG:
         return list(await asyncio.gather(*(one(q) for q in questions)))
 
     # ---- sync API -----------------------------------------------------------------------------------------------
-    def _loop(self) -> "_LoopThread":
+    def _loop(self) -> _LoopThread:
         with self._runner_lock:
             if self._runner is None:
                 self._runner = _LoopThread()
