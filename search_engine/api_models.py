@@ -104,8 +104,6 @@ class Stats(BaseModel):
     updated_at: float
     visual_backend: str = Field("", description='what serves the visual channel: "exact", "fast", "qdrant", '
                                 '"dense" (single-vector) or "" (no visual channel)')
-    visual_backend: str = Field("", description='what serves the visual channel: "exact", "fast", "qdrant", '
-                                '"dense" (single-vector) or "" (no visual channel)')
 
 
 class ReloadResponse(BaseModel):
