@@ -250,7 +250,9 @@ def create_app(state: FuzzState | None = None) -> FastAPI:
             state.requests[(spec, question)] += 1
             state.served[kind] += 1
             state.log.append({"spec": spec, "episode": question, "turn": turn, "kind": kind, "images": images,
-                              "model": payload.get("model"), "max_tokens": payload.get("max_tokens")})
+                              "model": payload.get("model"), "max_tokens": payload.get("max_tokens"),
+                              "seed": payload.get("seed"), "stop": payload.get("stop"),
+                              "top_k": payload.get("top_k")})
         rng = random.Random(f"{spec}|{question}|{turn}|reply")
         return ALL_KINDS[kind](rng, turn)
 

@@ -164,6 +164,7 @@ def test_model_name_from_the_server_else_the_default(endpoint):
     assert (reply.prompt_tokens, reply.completion_tokens) == (10, 5)
     sent = [e for e in endpoint.state.log if e["episode"] == "[fuzz model]"][-1]
     assert sent["model"] == "fuzz-model" and sent["max_tokens"] == 9
+    assert (sent["seed"], sent["stop"], sent["top_k"]) == (3, ["</answer>"], 2)  # seed and extras reach the server
 
 
 def test_status_errors_carry_the_detail(endpoint):
