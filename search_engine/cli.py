@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -12,15 +12,15 @@ app = typer.Typer(help="VRAG search engine: ingest documents, search, and serve 
                   no_args_is_help=True, add_completion=False)
 
 Index = Annotated[Path, typer.Option("--index", "-i", help="index directory")]
-Backend = Annotated[Optional[str], typer.Option(
+Backend = Annotated[str | None, typer.Option(
     "--backend", envvar="VRAG_VISUAL_BACKEND",
     help="visual search backend: auto (fast if the index has a fast index, else exact), exact, fast, qdrant")]
-QdrantUrl = Annotated[Optional[str], typer.Option(
+QdrantUrl = Annotated[str | None, typer.Option(
     envvar="VRAG_QDRANT_URL", help="with --backend qdrant: server/cluster URL, a local path, or :memory:")]
 QdrantCollection = Annotated[str, typer.Option(help="with --backend qdrant: collection name")]
 
 
-def _backend_env(backend: Optional[str], qdrant_url: Optional[str], qdrant_collection: str) -> dict:
+def _backend_env(backend: str | None, qdrant_url: str | None, qdrant_collection: str) -> dict:
     """Engine options from the backend flags (also exported, so a served app reads the same config)."""
     import os
 
@@ -33,7 +33,7 @@ def _backend_env(backend: Optional[str], qdrant_url: Optional[str], qdrant_colle
                                                   "collection": qdrant_collection}}
 
 
-def _model_option(value: Optional[str]) -> Optional[str]:
+def _model_option(value: str | None) -> str | None:
     if value is None:
         return "auto"
     return None if value.lower() in ("none", "off", "") else value
@@ -43,15 +43,15 @@ def _model_option(value: Optional[str]) -> Optional[str]:
 def ingest(
     inputs: Annotated[list[Path], typer.Argument(help="PDF, image or video files, or folders of them")],
     index: Index,
-    visual_model: Annotated[Optional[str], typer.Option(
+    visual_model: Annotated[str | None, typer.Option(
         help="ColQwen2/ColPali/GVE/Qwen3-VL-Embedding name or path, 'none' for no visual channel "
              "(default: what the index already uses; none for a new index)")] = None,
-    text_model: Annotated[Optional[str], typer.Option(
+    text_model: Annotated[str | None, typer.Option(
         help="sentence embedder for page text ('minilm' = bundled all-MiniLM-L6-v2), or 'none'")] = None,
     device: str = "auto",
     dpi: Annotated[int, typer.Option(min=36, max=600)] = 144,
     ocr: Annotated[bool, typer.Option(help="OCR pages without a text layer")] = True,
-    ocr_lang: Annotated[Optional[str], typer.Option(
+    ocr_lang: Annotated[str | None, typer.Option(
         help="tesseract languages, e.g. 'chi_sim+eng'; default env VRAG_OCR_LANG, else 'auto' (English, then "
              "the installed CJK packs when English reads poorly)")] = None,
     segment_seconds: Annotated[float, typer.Option(min=0.5, help="videos: seconds per retrieved segment")] = 10.0,
@@ -73,7 +73,7 @@ def ingest(
         report = ingestor.add(inputs)
     except (FileNotFoundError, ValueError, RuntimeError) as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     for source, reason in report.failed.items():
         typer.secho(f"skipped {source}: {reason}", fg="yellow", err=True)
     typer.echo(report.summary())
@@ -98,7 +98,7 @@ def remove(doc_ids: Annotated[list[str], typer.Argument(help="document ids (see 
 def import_nodes(
     node_dir: Annotated[Path, typer.Argument(help="upstream VRAG colqwen_ingestion folder or .node files")],
     index: Index,
-    image_root: Annotated[Optional[Path], typer.Option(help="folder holding the page images")] = None,
+    image_root: Annotated[Path | None, typer.Option(help="folder holding the page images")] = None,
 ) -> None:
     """Import upstream VRAG's `.node` files (precomputed ColQwen2 embeddings) without re-embedding."""
     from search_engine.vrag_nodes import import_vrag_nodes
@@ -134,9 +134,9 @@ def docs(index: Index) -> None:
 
 @app.command()
 def serve(index: Index, host: str = "127.0.0.1", port: int = 8002,
-          api_key: Annotated[Optional[str], typer.Option(envvar="VRAG_SEARCH_API_KEY")] = None,
+          api_key: Annotated[str | None, typer.Option(envvar="VRAG_SEARCH_API_KEY")] = None,
           device: str = "auto",
-          expose_paths: Annotated[Optional[bool], typer.Option(
+          expose_paths: Annotated[bool | None, typer.Option(
               "--expose-paths/--no-expose-paths",
               help="return absolute server paths of page images and sources (default: only for a loopback --host)",
           )] = None,
@@ -159,7 +159,7 @@ def serve(index: Index, host: str = "127.0.0.1", port: int = 8002,
 @app.command("build-fast-index")
 def build_fast_index_cmd(
     index: Index,
-    centroids: Annotated[Optional[int], typer.Option(min=16, max=65535, help="default: ~4*sqrt(tokens)")] = None,
+    centroids: Annotated[int | None, typer.Option(min=16, max=65535, help="default: ~4*sqrt(tokens)")] = None,
     nprobe: Annotated[int, typer.Option(min=1, help="centroids probed per query token (recall/speed knob)")] = 16,
     candidates: Annotated[int, typer.Option(min=1, help="pages rescored exactly per query")] = 128,
     check: Annotated[int, typer.Option(min=0, help="measure recall@10 vs exact on this many page-derived queries")] = 0,
@@ -176,7 +176,7 @@ def build_fast_index_cmd(
                                say=typer.echo)
     except (FileNotFoundError, ValueError, RuntimeError) as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     typer.echo(f"fast index written: {gen}")
     if check:
         from search_engine.index.fast_index import recall_report

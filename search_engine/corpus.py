@@ -9,10 +9,10 @@ import hashlib
 import logging
 import math
 import re
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 from PIL import Image, ImageOps
 
@@ -135,8 +135,7 @@ def _poppler_missing() -> RuntimeError:
 def count_pages(path: str | Path, video: videos.VideoOptions | None = None) -> int:
     """Number of pages (1 for an image, segments for a video); DocumentError for a file that cannot be read."""
     from pdf2image import pdfinfo_from_path
-    from pdf2image.exceptions import (PDFInfoNotInstalledError, PDFPageCountError, PDFPopplerTimeoutError,
-                                      PDFSyntaxError)
+    from pdf2image.exceptions import PDFInfoNotInstalledError, PDFPageCountError, PDFPopplerTimeoutError, PDFSyntaxError
 
     path = Path(path)
     if not path.is_file():

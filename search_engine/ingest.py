@@ -25,9 +25,10 @@ import hashlib
 import json
 import logging
 import shutil
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -109,7 +110,8 @@ class Ingestor:
                  visual_embedder: Embedder | None = None, text_embedder: Embedder | None = None,
                  device: str = "auto", dpi: int = 144, max_side: int = 1600, ocr: bool = True,
                  ocr_lang: str | None = None, chunk_pages: int = 16, jpeg_quality: int = 90, progress: bool = True,
-                 progress_callback: ProgressCallback | None = None, embed_batch_size: int = 4, video: VideoOptions | None = None):
+                 progress_callback: ProgressCallback | None = None, embed_batch_size: int = 4,
+                 video: VideoOptions | None = None):
         self.index_dir = Path(index_dir)
         self.video = video  # videos: segment length, fps, frame cap (None: VideoOptions() defaults)
         self.dpi, self.max_side, self.ocr = dpi, max_side, ocr
@@ -304,7 +306,8 @@ class Ingestor:
         partial = self._partial_dir(doc_id)
         chunk_files = []
         replaced = manifest.documents.get(doc_id)
-        old_images = {manifest.pages[p].image_path for p in (replaced.page_ids if replaced else []) if p in manifest.pages}
+        old_ids = replaced.page_ids if replaced else []
+        old_images = {manifest.pages[p].image_path for p in old_ids if p in manifest.pages}
         try:
             partial.mkdir(parents=True, exist_ok=True)
             texts = self._pdf_texts(path)

@@ -1,6 +1,7 @@
 """A llama-index retriever over our engine, so llama-index apps can retrieve page images.
 
-It returns `ImageNode`s (image path — or image URL when the server does not expose its paths — + page metadata) with the engine's scores; give it a loaded
+It returns `ImageNode`s (image path — or image URL when the server does not expose its paths — + page
+metadata) with the engine's scores; give it a loaded
 `SearchEngine` (in-process) or the URL of a running search server.
 """
 from __future__ import annotations

@@ -273,5 +273,6 @@ def summarise(outcomes: list[EpisodeOutcome], state: FuzzState, elapsed_s: float
                        requests=state.total_requests,
                        crashed_episodes=sum(1 for o in outcomes if o.crash),
                        violating_episodes=sum(1 for o in outcomes if not o.crash and o.violations),
-                       crashes_by_kind=dict(sorted(crashes.items())), violations_by_kind=dict(sorted(violations.items())),
+                       crashes_by_kind=dict(sorted(crashes.items())),
+                       violations_by_kind=dict(sorted(violations.items())),
                        max_requests_per_episode=max((o.requests for o in outcomes), default=0), elapsed_s=elapsed_s)

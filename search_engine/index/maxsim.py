@@ -65,7 +65,8 @@ class MaxSimScorer:
         while start_page < self.num_pages:
             end_page = start_page
             tokens = 0
-            while end_page < self.num_pages and (tokens == 0 or tokens + self.token_counts[end_page] <= self.chunk_tokens):
+            while end_page < self.num_pages and (
+                    tokens == 0 or tokens + self.token_counts[end_page] <= self.chunk_tokens):
                 tokens += self.token_counts[end_page]
                 end_page += 1
             yield start_page, end_page

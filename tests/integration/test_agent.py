@@ -27,7 +27,7 @@ def riverside_bbox(text_index):
     from PIL import Image
 
     page = Image.open(engine.page_image_path(PAGE))
-    line = next(l for l in ocr_lines(page) if "Riverside" in l.text)
+    line = next(found for found in ocr_lines(page) if "Riverside" in found.text)
     shown_h, shown_w = smart_resize(record.height, record.width)
     sx, sy = shown_w / record.width, shown_h / record.height
     x1, y1, x2, y2 = line.box
@@ -64,7 +64,7 @@ def test_episode_searches_crops_and_answers(scripted_policy, text_search_server,
     assert all(abs(a - b) <= tolerance for a, b in zip(crop.page_box, expected)), (crop.page_box, expected)
     assert crop.is_crop and crop.parent_image_id == shown.image_id
     # the zoomed crop really shows the region: OCR reads the line in it
-    assert any("Riverside" in l.text for l in ocr_lines(crop.image))
+    assert any("Riverside" in found.text for found in ocr_lines(crop.image))
     assert crop.shown_size[0] * crop.shown_size[1] >= 256 * 28 * 28  # zoomed up to the pixel budget
     assert result.evidence == [{"page_id": PAGE, "image_path": shown.image_path, "crops": [list(crop.page_box)]}]
     assert result.retrieved_page_ids == [PAGE]
@@ -90,7 +90,8 @@ def test_crop_of_a_crop_maps_back_to_page_pixels(scripted_policy, text_search_se
 
 
 def test_stream_yields_events_as_they_happen(scripted_policy, text_search_server):
-    policy = scripted_policy(default=["<think>a</think><search>{question}</search>", "<think>b</think><answer>x</answer>"])
+    policy = scripted_policy(default=["<think>a</think><search>{question}</search>",
+                                      "<think>b</think><answer>x</answer>"])
     events = list(VRAG(base_url=policy, search_url=text_search_server.url).stream("Kestrel Ridge output?"))
     assert [e.type for e in events] == ["start", "think", "search", "search_results", "think", "answer", "finish"]
     assert events[2].queries == ["Kestrel Ridge output?"]
@@ -117,9 +118,11 @@ def test_malformed_replies_are_reported_and_the_episode_goes_on(scripted_policy,
 
 
 def test_bbox_before_any_image_and_missing_think(scripted_policy, text_search_server):
-    policy = scripted_policy(default=["<bbox>[0, 0, 10, 10]</bbox>", "<search>bicycle</search>", "<answer>12%</answer>"])
+    policy = scripted_policy(default=["<bbox>[0, 0, 10, 10]</bbox>", "<search>bicycle</search>",
+                                      "<answer>12%</answer>"])
     result = VRAG(base_url=policy, search_url=text_search_server.url).run("q")
-    assert [e.message for e in result.events if e.type == "error"] == ["<bbox> before any image was shown; search first"]
+    errors = [e.message for e in result.events if e.type == "error"]
+    assert errors == ["<bbox> before any image was shown; search first"]
     assert result.answer == "12%" and "think" not in _types(result)
 
 

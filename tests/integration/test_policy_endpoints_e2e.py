@@ -72,7 +72,8 @@ def test_stop_strings_and_max_tokens(scripted_server):
     ({"messages": [{"role": "user", "content": [{"type": "image_url",
                                                   "image_url": {"url": "data:image/png;base64,!!!notbase64"}}]}]},
      400, "image"),
-    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
+    ({"messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
                     * 33}]}, 422, "at most 32"),
 ])
 def test_bad_requests_get_4xx(tiny_policy_server, body, status, fragment):

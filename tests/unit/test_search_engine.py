@@ -1,7 +1,6 @@
 """SearchEngine and Ingestor on the generated sample corpus (real MiniLM text channel, tiny ColQwen2)."""
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -13,7 +12,7 @@ import pytest
 
 from search_engine.engine import SearchEngine
 from search_engine.index.manifest import Manifest
-from search_engine.ingest import Ingestor, IndexLockedError, index_lock
+from search_engine.ingest import IndexLockedError, Ingestor, index_lock
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,8 @@ import json
 import logging
 import re
 import time
-from typing import Any, Iterator, Protocol, runtime_checkable
+from collections.abc import Iterator
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 import anyio.to_thread

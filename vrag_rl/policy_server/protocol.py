@@ -13,7 +13,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from PIL import Image
 from pydantic import (
@@ -91,7 +91,7 @@ class ImagePart(BaseModel):
         return self._image
 
 
-ContentPart = Annotated[Union[TextPart, ImagePart], Field(discriminator="type")]
+ContentPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
 
 
 class ChatMessage(BaseModel):
@@ -162,7 +162,7 @@ class ChatCompletionRequest(BaseModel):
         return messages
 
     @model_validator(mode="after")
-    def _bounded_valid_text(self) -> "ChatCompletionRequest":
+    def _bounded_valid_text(self) -> ChatCompletionRequest:
         """All text together is bounded, and must be valid Unicode: a lone surrogate (`"\\ud800"` in JSON)
         cannot be encoded for a tokenizer, nor echoed back by a scripted reply."""
         texts = [m.text() for m in self.messages] + [self.model or ""] + self.stop_list()
