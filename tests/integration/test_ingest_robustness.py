@@ -136,7 +136,7 @@ def test_kill_during_update_never_shows_new_pages_under_the_old_manifest(tmp_pat
     assert not list(index.rglob("*.tmp")) and not (index / ".partial" / "report").exists()
 
 
-def test_update_switches_generations_and_sweeps_leftovers(tmp_path):
+def test_update_switches_generations_and_sweeps_leftovers(tmp_path, caplog):
     index = tmp_path / "index"
     doc = make_pdf(tmp_path / "memo.pdf", 2, OLD_COLOR, "alpha")
     ingestor = Ingestor(index, visual_model=None, text_model="minilm", ocr=False, progress=False)
@@ -158,7 +158,9 @@ def test_update_switches_generations_and_sweeps_leftovers(tmp_path):
     finished = index / ".partial" / "memo"
     finished.mkdir(parents=True)
     (finished / f"{generation_of(old.sha1)}_000001_000002.npz").write_bytes(b"done")
-    assert ingestor.add([doc]).unchanged == ["memo"]  # nothing to ingest, but the sweep runs
+    with caplog.at_level(logging.INFO, logger="search_engine.ingest"):
+        assert ingestor.add([doc]).unchanged == ["memo"]  # nothing to ingest, but the sweep runs
+    assert "removed orphaned page generation pages/memo/deadbeef0000" in caplog.text  # the log names what went
     assert not finished.exists()
     assert (old_dir / "1.jpg").is_file() and not (old_dir / ".2.jpg.zzz.tmp").exists()
     assert not orphan.exists() and not (index / "pages" / "memo" / "7.jpg").exists()
@@ -173,6 +175,26 @@ def test_update_switches_generations_and_sweeps_leftovers(tmp_path):
     new = Manifest.load(index).documents["memo"]
     assert sorted(p.name for p in (index / "pages" / "memo").iterdir()) == [generation_of(new.sha1)]
     assert assert_manifest_consistent(index, {new.sha1: NEW_COLOR}) == new.sha1
+
+
+def test_documents_record_their_kind_and_skipped_files_are_named(tmp_path, caplog):
+    index = tmp_path / "index"
+    pdf = make_pdf(tmp_path / "memo.pdf", 1, OLD_COLOR, "alpha")
+    image = tmp_path / "scan.png"
+    Image.new("RGB", (320, 240), OLD_COLOR).save(image)
+    broken = tmp_path / "broken.pdf"
+    broken.write_bytes(b"%PDF-1.4 this is not a PDF")
+    ingestor = Ingestor(index, visual_model=None, text_model="minilm", ocr=False, progress=False)
+    with caplog.at_level(logging.WARNING, logger="search_engine.ingest"):
+        report = ingestor.add([pdf, image, broken])
+    assert sorted(report.added) == ["memo", "scan"] and list(report.failed) == [str(broken.resolve())]
+    assert f"skipping {broken.resolve()}" in caplog.text  # the warning names the file it skipped
+    documents = Manifest.load(index).documents
+    assert {doc_id: entry.kind for doc_id, entry in documents.items()} == {"memo": "pdf", "scan": "image"}
+    for entry in documents.values():  # per channel: one count per page, adding up to the segment's rows
+        for segment in entry.segments.values():
+            rows = np.load(index / segment["file"]).shape[0]
+            assert len(segment["counts"]) == entry.num_pages and sum(segment["counts"]) == rows, segment
 
 
 def test_a_new_index_gets_the_default_text_channel(tmp_path):
