@@ -668,7 +668,7 @@ class VimRAG:
 
         with self._runner_lock:
             if self._runner is None:
-                self._runner = _LoopThread()
+                self._runner = _LoopThread(self._clients, owns_policy=self.policy is None, owner=self)
             return self._runner
 
     def run(self, question: str, stream: bool = False, **overrides: Any):

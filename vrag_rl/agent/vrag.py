@@ -8,6 +8,7 @@ encodings instead of building them anew each call (that cost ~44 ms CPU per call
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 import weakref
@@ -145,7 +146,7 @@ class VRAG:
     def _loop(self) -> _LoopThread:
         with self._runner_lock:
             if self._runner is None:
-                self._runner = _LoopThread()
+                self._runner = _LoopThread(self._clients, owns_policy=self.policy is None, owner=self)
             return self._runner
 
     def run(self, question: str, stream: bool = False, **overrides: Any):
@@ -222,10 +223,32 @@ class _LoopThread:
     Why not `asyncio.run` per call: every call would build (and tear down) new HTTP clients.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clients: weakref.WeakKeyDictionary | None = None, owns_policy: bool = True,
+                 owner: object | None = None) -> None:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="vrag-loop", daemon=True)
         self._thread.start()
+        # an agent dropped (or alive at exit) without close(): its clients are still closed
+        self._finalizer = (weakref.finalize(owner, _LoopThread._shutdown, self.loop, self._thread, clients,
+                                            owns_policy) if owner is not None else None)
+
+    @staticmethod
+    def _shutdown(loop: asyncio.AbstractEventLoop, thread: threading.Thread,
+                  clients: weakref.WeakKeyDictionary | None, owns_policy: bool) -> None:
+        """Close the clients made on `loop`, then stop it. Why: aiohttp-backed clients that are never
+        closed print "Unclosed client session" when a script that called `run()` exits."""
+        pair = clients.pop(loop, None) if clients is not None else None
+        if pair is not None and loop.is_running():
+            async def close_pair() -> None:
+                if owns_policy:
+                    await pair[0].aclose()
+                await pair[1].aclose()
+
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(close_pair(), loop).result(timeout=5)
+        if loop.is_running():
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=5)
 
     def submit(self, coro):
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
@@ -234,6 +257,8 @@ class _LoopThread:
         return self.submit(coro).result()
 
     def stop(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer.detach()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=5)
         if not self._thread.is_alive():
