@@ -50,6 +50,7 @@ from search_engine.http_guard import (
     keys_match,
     validation_error_body,
 )
+from search_engine.query_batcher import SearchBatcher
 from search_engine.types import ID_PATTERN, page_image_url
 
 log = logging.getLogger("search_engine.api")
@@ -120,10 +121,15 @@ def create_app(engine: SearchEngine | None = None, index_dir: str | None = None,
         return dataclasses.replace(hit, image_url=page_image_url(hit.page_id),
                                    image_path=hit.image_path if expose_paths else "", metadata=metadata)
 
-    async def run_search(engine: SearchEngine, queries: list[str], top_k: int, doc_ids: list[str] | None,
+    # concurrent requests share encoder forwards (see search_engine.query_batcher)
+    batcher = SearchBatcher(lambda queries, top_k, doc_ids, channels:
+                            app.state.engine.batch_search(queries, top_k, doc_ids, channels))
+    app.state.search_batcher = batcher
+
+    async def run_search(queries: list[str], top_k: int, doc_ids: list[str] | None,
                          channels: list[str] | None = None):
         try:
-            return await run_in_threadpool(engine.batch_search, queries, top_k, doc_ids, channels)
+            return await batcher.search(queries, top_k, doc_ids, channels)
         except KeyError as exc:
             raise HTTPException(404, str(exc.args[0]) if exc.args else "not found") from None
         except ValueError as exc:  # e.g. a channel this index does not have
@@ -131,16 +137,15 @@ def create_app(engine: SearchEngine | None = None, index_dir: str | None = None,
 
     @app.post("/search", response_model=SearchResponse, dependencies=protected,
               responses={**protected_errors, **error_responses(400, 404)})
-    async def search(body: SearchRequest, engine: Engine) -> SearchResponse:
+    async def search(body: SearchRequest) -> SearchResponse:
         """Rank pages for 1–64 queries at once; `doc_ids` restricts, `channels` picks the rankers."""
         started = time.perf_counter()
-        results = await run_search(engine, body.queries, body.top_k, body.doc_ids, body.channels)
+        results = await run_search(body.queries, body.top_k, body.doc_ids, body.channels)
         return SearchResponse(results=[[to_hit(h) for h in hits] for hits in results],
                               took_ms=(time.perf_counter() - started) * 1000)
 
     @app.get("/search", response_model=list[list[UpstreamHit]], dependencies=protected, responses=protected_errors)
     async def search_upstream(
-        engine: Engine,
         queries: Annotated[list[QueryText], Query(min_length=1, max_length=MAX_QUERIES)],
         top_k: Annotated[int, Query(ge=1, le=MAX_TOP_K)] = 5,
     ) -> list[list[UpstreamHit]]:
@@ -149,7 +154,7 @@ def create_app(engine: SearchEngine | None = None, index_dir: str | None = None,
             check_queries(queries)
         except ValueError as exc:
             raise _unprocessable(str(exc), "query", "queries") from None
-        results = await run_search(engine, queries, top_k, None)
+        results = await run_search(queries, top_k, None)
         return [[UpstreamHit(idx=h.rank - 1, page_id=h.page_id, score=h.score,
                              image_file=h.image_path if expose_paths else f"/pages/{h.page_id}/image")
                  for h in hits] for hits in results]
@@ -196,7 +201,8 @@ def create_app(engine: SearchEngine | None = None, index_dir: str | None = None,
     @app.get("/stats", response_model=Stats, dependencies=protected, responses=protected_errors)
     async def stats(engine: Engine) -> Stats:
         data = engine.stats()
-        return Stats(**{**data, "index_dir": shown(data["index_dir"])})
+        return Stats(**{**data, "index_dir": shown(data["index_dir"])}, search_requests=batcher.requests,
+                     search_batches=batcher.batches)
 
     @app.post("/reload", response_model=ReloadResponse, dependencies=protected, responses=protected_errors)
     async def reload(engine: Engine) -> ReloadResponse:

@@ -104,6 +104,8 @@ class Stats(BaseModel):
     updated_at: float
     visual_backend: str = Field("", description='what serves the visual channel: "exact", "fast", "qdrant", '
                                 '"dense" (single-vector) or "" (no visual channel)')
+    search_requests: int = Field(0, description="search requests answered since the server started")
+    search_batches: int = Field(0, description="engine calls they took: concurrent requests are merged into one")
 
 
 class ReloadResponse(BaseModel):

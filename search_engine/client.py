@@ -8,8 +8,9 @@ It speaks both dialects a VRAG search server may have:
   (`image_file` is a path on the server's machine, relative to its working directory; no `top_k`,
   no document filter, no image endpoint).
 
-`protocol="auto"` (the default) posts first and, when the server answers 404 or 405 to that,
-switches to upstream's GET for the rest of the client's life; `"vrag"` or `"upstream"` fixes it.
+`protocol="auto"` (the default) posts first and, when the server answers 405 to that (or the bare
+404 of a route that does not exist — our server's 404 for an unknown document says what is
+unknown, and must not flip the dialect), switches to upstream's GET for the rest of the client's life; `"vrag"` or `"upstream"` fixes it.
 Hits come back as `search_engine.types.SearchHit` (`SearchResultPage` is its old name here); for an
 upstream server `page_id` is the image file's stem, `image_path` the file as the server named it,
 and `image_url` is "" (its pixels are read from `image_path`, so the client must share the
@@ -17,19 +18,23 @@ server's filesystem, exactly as upstream's own agent must).
 
 Async first (the agent runs many episodes on one connection pool), with retries and exponential
 backoff for the failures that pass (connection refused while the server starts, timeouts, 5xx); a
-4xx is the caller's mistake and is raised at once.
+4xx is the caller's mistake and is raised at once. The transport is aiohttp (see
+`search_engine.aio_session` for why, and for the session-per-loop rule); bodies are read up to
+`max_response_bytes` and refused past it; redirects are not followed.
 """
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-import httpx
+import aiohttp
 
+from search_engine.aio_session import BodyTooLarge, LoopSession, read_capped, retry_delay
 from search_engine.types import SearchHit
 
 # The agent imports this name; it is the one hit type.
@@ -37,6 +42,7 @@ SearchResultPage = SearchHit
 Protocol = Literal["auto", "vrag", "upstream"]
 PROTOCOLS = ("auto", "vrag", "upstream")
 _PAGE_SUFFIX = re.compile(r"^(?P<doc>.+)_(?P<page>\d{1,6})$")
+MAX_RESPONSE_BYTES = 64 * 2**20  # a page image or a result list; more than this is not an answer
 
 
 class SearchError(RuntimeError):
@@ -47,12 +53,13 @@ class SearchClient:
     """Client of one search server (ours or upstream VRAG's; see the module doc).
 
     `base_url` is the server's root (a trailing `/search`, as upstream configs write it, is dropped);
-    `api_key` is sent as `X-API-Key`; `client` shares an existing `httpx.AsyncClient` (then
-    `aclose()` leaves it open).
+    `api_key` is sent as `X-API-Key`; `session` shares an existing `aiohttp.ClientSession` (then
+    `aclose()` leaves it open). One client serves one event loop.
     """
 
     def __init__(self, base_url: str, api_key: str | None = None, timeout: float = 30.0, max_retries: int = 3,
-                 backoff: float = 0.5, client: httpx.AsyncClient | None = None, protocol: Protocol = "auto"):
+                 backoff: float = 0.5, session: aiohttp.ClientSession | None = None, protocol: Protocol = "auto",
+                 max_response_bytes: int = MAX_RESPONSE_BYTES):
         if protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
         base_url = base_url.rstrip("/")
@@ -60,28 +67,36 @@ class SearchClient:
         self.protocol: Protocol = protocol
         self.max_retries = max_retries
         self.backoff = backoff
-        headers = {"X-API-Key": api_key} if api_key else {}
-        limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
-        self._client = client or httpx.AsyncClient(timeout=timeout, headers=headers, limits=limits)
-        self._owns_client = client is None
+        self.max_response_bytes = max_response_bytes
+        self._session = LoopSession(self.base_url, {"X-API-Key": api_key} if api_key else None, timeout=timeout,
+                                    session=session)
 
-    async def _request(self, method: str, path: str, **kwargs) -> httpx.Response:
+    async def _request(self, method: str, path: str, *, json: Any = None, params: Any = None) -> _Response:
         last_error: Exception | None = None
+        session = self._session.get()
         for attempt in range(self.max_retries + 1):
+            retry_after = None
             try:
-                response = await self._client.request(method, self.base_url + path, **kwargs)
-            except (httpx.TransportError, httpx.TimeoutException) as exc:
-                last_error = exc
+                async with session.request(method, self.base_url + path, json=json, params=params,
+                                           allow_redirects=False) as response:
+                    status = response.status
+                    retry_after = response.headers.get("Retry-After")
+                    body = await read_capped(response, self.max_response_bytes)
+            except BodyTooLarge as exc:
+                raise SearchError(f"search server {exc}") from None
+            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                last_error = exc if str(exc) else SearchError(exc.__class__.__name__)
             else:
-                if response.status_code < 500:
-                    if response.status_code >= 400:
-                        raise _Refused(response.status_code,
-                                       f"search server refused the request ({response.status_code}): "
-                                       f"{_detail(response)}")
-                    return response
-                last_error = SearchError(f"search server error {response.status_code}: {_detail(response)}")
+                if status < 500:
+                    if status >= 400:
+                        detail = _detail(body)
+                        raise _Refused(status, f"search server refused the request ({status}): {detail}", detail)
+                    if status >= 300:
+                        raise SearchError(f"search server redirected ({status}); give its final address as the URL")
+                    return _Response(status, body)
+                last_error = SearchError(f"search server error {status}: {_detail(body)}")
             if attempt < self.max_retries:
-                await asyncio.sleep(self.backoff * (2**attempt))
+                await asyncio.sleep(retry_delay(attempt, self.backoff, retry_after))
         raise SearchError(f"search server at {self.base_url} unavailable after {self.max_retries + 1} attempts: "
                           f"{last_error}")
 
@@ -93,7 +108,7 @@ class SearchClient:
             try:
                 payload = (await self._request("POST", "/search", json=body)).json()
             except _Refused as exc:
-                if self.protocol == "vrag" or exc.status not in (404, 405):
+                if self.protocol == "vrag" or not exc.no_such_endpoint:
                     raise
                 self.protocol = "upstream"  # no POST /search here: upstream VRAG's server
             else:
@@ -140,16 +155,39 @@ class SearchClient:
 
     async def aclose(self) -> None:
         """Close the connection pool (unless it was given to the constructor)."""
-        if self._owns_client:
-            await self._client.aclose()
+        await self._session.aclose()
+
+
+class _Response:
+    """Status and body of a finished request (the connection is already back in the pool)."""
+
+    __slots__ = ("status_code", "content")
+
+    def __init__(self, status_code: int, content: bytes):
+        self.status_code = status_code
+        self.content = content
+
+    def json(self) -> Any:
+        try:
+            return json.loads(self.content)
+        except (ValueError, RecursionError) as exc:
+            raise SearchError(f"search server answered with a body that is not JSON ({exc.__class__.__name__}): "
+                              f"{self.content[:200]!r}") from None
 
 
 class _Refused(SearchError):
-    """A 4xx: the status is kept so the dialect detection can tell "no such endpoint" apart."""
+    """A 4xx: status and detail are kept so the dialect detection can tell "no such endpoint" apart."""
 
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, detail: str = ""):
         super().__init__(message)
         self.status = status
+        self.detail = detail
+
+    @property
+    def no_such_endpoint(self) -> bool:
+        """405 (a GET-only /search), or the bare 404 of a route that does not exist — not our 404 for an
+        unknown document, which must reach the caller instead of switching the dialect for good."""
+        return self.status == 405 or (self.status == 404 and self.detail.strip().lower() in ("not found", ""))
 
 
 def _results(payload: Any) -> list[list[dict[str, Any]]]:
@@ -184,8 +222,9 @@ def _upstream_hit(h: Any, rank: int, base_url: str) -> SearchHit:
                      metadata={"image_file": image_file, "idx": h.get("idx")})
 
 
-def _detail(response: httpx.Response) -> str:
+def _detail(body: bytes) -> str:
+    text = body.decode("utf-8", "replace")
     try:
-        return str(response.json().get("detail", response.text))[:500]
-    except (ValueError, AttributeError):
-        return response.text[:500]
+        return str(json.loads(text).get("detail", text))[:500]
+    except (ValueError, AttributeError, RecursionError):
+        return text[:500]

@@ -4,7 +4,8 @@ DashScope's thinking models (and vLLM with a reasoning parser) stream the reason
 `delta.reasoning_content` (some servers: `delta.reasoning`) and the reply in `delta.content`;
 several of them only allow thinking with `stream: true`. `StreamingOpenAIPolicy` is a small
 subclass of the project's `OpenAIPolicy` (same image encoding and cache, same error contract:
-only `PolicyError` leaves `complete`) that streams through the official `openai` client and
+only `PolicyError` leaves `complete`) that streams through the official `openai` client (its SSE
+decoding is the part worth having here; the plain adapter posts by itself, see its module doc) and
 returns the reasoning as a leading `<think>…</think>`, which is where the agent's parser reads
 thoughts. `on_delta(kind, text)` sees every piece as it arrives (a UI can show it live).
 """
@@ -20,9 +21,18 @@ MAX_STREAM_CHARS = 2_000_000  # a reply is text: a stream longer than this is ru
 
 
 class StreamingOpenAIPolicy(OpenAIPolicy):
-    def __init__(self, *args: Any, on_delta: Callable[[str, str], None] | None = None, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+    """`OpenAIPolicy` that asks for `stream: true` and keeps the reasoning stream as `<think>`."""
+
+    def __init__(self, base_url: str, model: str | None = None, api_key: str | None = None, timeout: float = 120.0,
+                 max_retries: int = 3, on_delta: Callable[[str, str], None] | None = None, **kwargs: Any):
+        import openai
+
+        super().__init__(base_url, model=model, api_key=api_key, timeout=timeout, max_retries=max_retries, **kwargs)
         self.on_delta = on_delta
+        self._openai = openai
+        self._client = openai.AsyncOpenAI(
+            base_url=self.base_url, api_key=api_key or "EMPTY", timeout=timeout, max_retries=max_retries,
+            http_client=openai.DefaultAioHttpClient(follow_redirects=False, timeout=timeout))
 
     async def complete(self, messages: list[Message], sampling: SamplingParams) -> PolicyReply:
         model = await self.resolve_model()
@@ -72,3 +82,7 @@ class StreamingOpenAIPolicy(OpenAIPolicy):
         return PolicyReply(text=_scrub(text), finish_reason=finish,
                            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
                            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0))
+
+    async def aclose(self) -> None:
+        await self._client.close()
+        await super().aclose()

@@ -30,7 +30,17 @@ Message = dict[str, Any]
 
 
 class PolicyError(RuntimeError):
-    """The policy could not produce a usable reply (after retries); the episode fails with this reason."""
+    """The policy could not produce a usable reply (after retries); the episode fails with this reason.
+
+    `retryable` says whether another attempt later may succeed (connection refused, timeout, 429,
+    5xx) — what a caller with its own retry budget, like the LLM judge, decides on; `status` is the
+    endpoint's HTTP status where there was one.
+    """
+
+    def __init__(self, message: str, retryable: bool = False, status: int | None = None):
+        super().__init__(message)
+        self.retryable = retryable
+        self.status = status
 
 
 @dataclass(frozen=True)

@@ -60,16 +60,6 @@ def _root_cause(exc: BaseException) -> BaseException:
     return exc
 
 
-def _retryable(exc: PolicyError) -> bool:
-    """Connection errors, timeouts, 429 and 5xx are worth another try; 4xx and malformed bodies are not."""
-    import openai
-
-    cause = exc.__cause__
-    if isinstance(cause, openai.APIStatusError):
-        return cause.status_code == 429 or cause.status_code >= 500
-    return isinstance(cause, (openai.APIConnectionError, openai.APITimeoutError))
-
-
 class LLMJudge:
     """Scores (question, reference, prediction) triples with a chat model behind any OpenAI-compatible API.
 
@@ -126,7 +116,7 @@ class LLMJudge:
                 reply = await self._get_policy().complete(messages, sampling)
             except PolicyError as exc:
                 last_error = f"{exc} ({type(_root_cause(exc)).__name__})"
-                if not _retryable(exc):
+                if not exc.retryable:  # connection errors, timeouts, 429, 5xx are; 4xx and bad bodies not
                     return JudgeVerdict(score=None, raw="", error=last_error)
                 if attempt < self.max_retries:
                     await asyncio.sleep(self.backoff_s * 2**attempt)

@@ -1,8 +1,6 @@
 """`OpenAIPolicy`: the Policy adapter for any OpenAI-compatible chat-completions endpoint.
 
-vLLM, DashScope's compatible mode, the project's own policy servers. The official `openai` client
-does the HTTP work (retries with exponential backoff on connection errors, 429 and 5xx). What this
-module adds, and why:
+vLLM, DashScope's compatible mode, the project's own policy servers. What this module does, and why:
 
 - It is the only place images become base64 JPEG data URLs, and it caches that encoding per
   image (`cache_key`), so a page shown in many episodes, or again on every later turn of one
@@ -14,8 +12,13 @@ module adds, and why:
   TypeError on such bodies: 26% of fuzzed episodes crashed.)
 - The body is read in chunks and refused past `MAX_RESPONSE_BYTES`, so memory stays bounded
   whatever an endpoint sends; a connection that breaks mid-body is a `PolicyError` too.
-- It sends through aiohttp (`openai.DefaultAioHttpClient`): less CPU per request than the default
-  httpx2 transport (3.3 → 2.7 ms of the agent's own CPU per turn in `scripts/bench_agent.py`).
+- It posts the JSON body itself, through aiohttp (`search_engine.aio_session`), with the `openai`
+  SDK's retry policy: connection errors, timeouts, 408/409/429 and 5xx are retried with exponential
+  backoff and a short `Retry-After` is obeyed; other 4xx fail at once. Why not the SDK: a chat call
+  here is one POST whose reply is validated by hand anyway (see above), and the SDK's request
+  building (headers, URL merging, httpx2 request and response models) cost about 1 ms of the
+  agent's CPU per call — a third of a turn's own CPU in `scripts/bench_agent.py`. The SDK stays the
+  reference client the tests hold the project's policy servers to.
 - Redirects are not followed: a redirect loop cost 85 requests in one episode; a policy endpoint
   has no reason to redirect a POST.
 - Lone surrogates in a reply are replaced, so the next request can still be encoded.
@@ -29,13 +32,15 @@ import json
 import threading
 from typing import Any
 
-import httpx
+import aiohttp
 from cachetools import LRUCache
 from PIL import Image
 
+from search_engine.aio_session import BodyTooLarge, LoopSession, read_capped, retry_delay
 from vrag_rl.agent.policy import DEFAULT_MODEL, Message, PolicyError, PolicyReply, SamplingParams
 
 MAX_RESPONSE_BYTES = 8 * 2**20  # a chat completion is text: more than this is not a reply
+RETRY_STATUSES = frozenset({408, 409, 429})  # and every 5xx: the statuses the openai SDK retries
 
 
 class EncodedImageCache:
@@ -75,20 +80,22 @@ def encode_data_url(image: Image.Image, quality: int = 90) -> str:
 
 
 class OpenAIPolicy:
-    """A Policy over an OpenAI-compatible endpoint; `complete` raises only `PolicyError`."""
+    """A Policy over an OpenAI-compatible endpoint; `complete` raises only `PolicyError`.
+
+    `max_retries` more attempts follow a retryable failure (see the module doc), `backoff_s` apart
+    and doubling. One instance serves one event loop at a time (its connection pool is per loop).
+    """
 
     def __init__(self, base_url: str, model: str | None = None, api_key: str | None = None, timeout: float = 120.0,
-                 max_retries: int = 3, image_cache: EncodedImageCache | None = None):
-        import openai
-
+                 max_retries: int = 3, image_cache: EncodedImageCache | None = None, backoff_s: float = 0.5):
+        if max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
         self.base_url = normalise_base_url(base_url)
         self.model = model
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
         self.images = image_cache or EncodedImageCache()
-        self._openai = openai
-        self._client = openai.AsyncOpenAI(
-            base_url=self.base_url, api_key=api_key or "EMPTY", timeout=timeout, max_retries=max_retries,
-            http_client=openai.DefaultAioHttpClient(follow_redirects=False, timeout=timeout),
-        )
+        self._session = LoopSession(self.base_url, {"Authorization": f"Bearer {api_key or 'EMPTY'}"}, timeout=timeout)
         self._model_lock = asyncio.Lock()
 
     async def resolve_model(self) -> str:
@@ -102,8 +109,7 @@ class OpenAIPolicy:
 
     async def _first_listed_model(self) -> str | None:
         try:
-            raw = await self._client.models.with_raw_response.list()
-            payload = _decode_json(raw.http_response.content)
+            payload = _decode_json(await self._send("GET", "/models"))
             names = [m.get("id") for m in payload.get("data", []) if isinstance(m, dict)]
         except Exception:  # noqa: BLE001 - any malformed /v1/models means "no name listed", not a crash
             return None
@@ -138,46 +144,45 @@ class OpenAIPolicy:
             payload["stop"] = list(sampling.stop)
         payload.update(extra)
         try:
-            # The client's documented raw-request path: same retries, auth and error mapping as
-            # `chat.completions.create`, without its recursive TypedDict transform of the messages
-            # (4.5 ms CPU per call with a few images: more than all the rest of a turn).
-            # `stream=True` hands back the response unread, so its size is checked while reading.
-            response = await self._client.post("/chat/completions", body=payload, cast_to=httpx.Response,
-                                               stream=True)
-        except self._openai.APIStatusError as exc:
-            raise PolicyError(f"policy endpoint {self.base_url} answered {exc.status_code}: "
-                              f"{_status_detail(exc)}") from exc
-        except self._openai.APIConnectionError as exc:
-            raise PolicyError(f"policy endpoint {self.base_url} unreachable: {exc}") from exc
-        except self._openai.OpenAIError as exc:
-            raise PolicyError(f"policy call failed: {exc}") from exc
-        return parse_chat_completion(await _read_capped(response, MAX_RESPONSE_BYTES, self.base_url))
+            body = json.dumps(payload).encode("ascii")  # escaped: a lone surrogate in a question still encodes
+        except (TypeError, ValueError) as exc:
+            raise PolicyError(f"policy request cannot be encoded as JSON: {exc}") from None
+        return parse_chat_completion(await self._send("POST", "/chat/completions", body))
+
+    async def _send(self, method: str, path: str, body: bytes | None = None) -> bytes:
+        """One request with retries; the response body (2xx) or a `PolicyError` saying why not."""
+        session = self._session.get()
+        headers = {"Content-Type": "application/json"} if body is not None else None
+        for attempt in range(self.max_retries + 1):
+            retry_after = None
+            try:
+                async with session.request(method, self.base_url + path, data=body, headers=headers,
+                                           allow_redirects=False) as response:
+                    status, retry_after = response.status, response.headers.get("Retry-After")
+                    content = await read_capped(response, MAX_RESPONSE_BYTES)
+            except BodyTooLarge:
+                raise PolicyError(f"policy response is larger than {MAX_RESPONSE_BYTES} bytes") from None
+            except aiohttp.ClientPayloadError as exc:  # the reply started and broke off: not retried
+                raise PolicyError(f"policy endpoint {self.base_url} broke off its response: "
+                                  f"{exc.__class__.__name__}: {exc}"[:500]) from exc
+            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                error = PolicyError(f"policy endpoint {self.base_url} unreachable: "
+                                    f"{exc.__class__.__name__}: {exc}"[:500], retryable=True)
+                error.__cause__ = exc
+            else:
+                if 200 <= status < 300:
+                    return content
+                retryable = status in RETRY_STATUSES or status >= 500
+                error = PolicyError(f"policy endpoint {self.base_url} answered {status}: {_status_detail(content)}",
+                                    retryable=retryable, status=status)
+                if not retryable:
+                    raise error
+            if attempt < self.max_retries:
+                await asyncio.sleep(retry_delay(attempt, self.backoff_s, retry_after))
+        raise error
 
     async def aclose(self) -> None:
-        await self._client.close()
-
-
-async def _read_capped(response: Any, limit: int, base_url: str) -> bytes:
-    """The body, read chunk by chunk and refused as soon as it passes `limit` bytes.
-
-    Why: reading first and measuring after would let an endpoint that sends gigabytes fill the
-    agent's memory before the size check ran. A connection that breaks mid-body (or a body that
-    cannot be decoded) is the endpoint's failure too: a `PolicyError`, not an HTTP library error.
-    """
-    buffer = bytearray()
-    try:
-        async for chunk in response.aiter_bytes():
-            buffer += chunk
-            if len(buffer) > limit:
-                raise PolicyError(f"policy response is larger than {limit} bytes")
-    except PolicyError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - httpx read/decoding errors, whatever the transport raised
-        raise PolicyError(f"policy endpoint {base_url} broke off its response: "
-                          f"{exc.__class__.__name__}: {exc}"[:500]) from exc
-    finally:
-        await response.aclose()
-    return bytes(buffer)
+        await self._session.aclose()
 
 
 def parse_chat_completion(body: bytes) -> PolicyReply:
@@ -251,10 +256,11 @@ def normalise_base_url(url: str) -> str:
     return url
 
 
-def _status_detail(exc: Any) -> str:
+def _status_detail(content: bytes) -> str:
+    text = content.decode("utf-8", "replace")
     try:
-        body = exc.response.json()
+        body = json.loads(text)
         detail = body.get("detail") or body.get("error") or body
     except Exception:  # noqa: BLE001 - any body at all is better than none in an error message
-        detail = getattr(exc.response, "text", "")
+        detail = text
     return _scrub(str(detail))[:300]
