@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse, Response
 
 from search_engine.aio_session import env_proxy, retry_delay
 from search_engine.client import SearchClient, SearchError
-from testkit.loopback import LoopbackServer
+from testkit.loopback import serve
 from vrag_rl.agent.policies.openai_http import OpenAIPolicy
 from vrag_rl.agent.policy import PolicyError, SamplingParams
 
@@ -48,10 +48,9 @@ def _flaky_app() -> FastAPI:
 @pytest.fixture(scope="module")
 def flaky():
     app = _flaky_app()
-    server = LoopbackServer(app).start()
-    server.calls = app.state.calls
-    yield server
-    server.stop()
+    with serve(app) as server:
+        server.calls = app.state.calls
+        yield server
 
 
 def _complete(url: str, **kwargs) -> str:
