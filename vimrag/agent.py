@@ -14,16 +14,13 @@ explicit status; nothing escapes the public API.
 """
 from __future__ import annotations
 
-import asyncio
-import queue
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from PIL import Image
-from typing_extensions import Self
 
 from search_engine.client import SearchClient, SearchError, SearchResultPage
 from vimrag.context import build_context, conversation_stats, item_views, provenance
@@ -53,9 +50,9 @@ from vimrag.tools import (
     parse_turn,
     search_args,
 )
+from vrag_rl.agent.frontend import AgentFrontend
 from vrag_rl.agent.images import map_bbox_to_page
 from vrag_rl.agent.page_images import PageImageStore
-from vrag_rl.agent.policies.openai_http import EncodedImageCache, OpenAIPolicy
 from vrag_rl.agent.policy import (
     Message,
     Policy,
@@ -549,8 +546,8 @@ def _is_file(path: str) -> bool:
 # ---- the public class ---------------------------------------------------------------------------------------
 
 
-class VimRAG:
-    """The memory-graph agent over a policy and a search server; `VRAG`'s API shape.
+class VimRAG(AgentFrontend[VimRAGResult]):
+    """The memory-graph agent over a policy and a search server; `VRAG`'s API shape (`AgentFrontend`).
 
     `VimRAG(base_url=..., search_url=..., model=..., api_key=...)` talks to any OpenAI-compatible
     endpoint (default: DashScope's compatible mode, key from `DASHSCOPE_API_KEY`); `policy=` drives
@@ -563,143 +560,31 @@ class VimRAG:
                  config: VimRAGConfig | None = None, prompts: VimPrompts | None = None, policy: Policy | None = None,
                  **config_overrides: Any):
         import os
-        import threading
-        import weakref
 
-        from vrag_rl.agent.vrag import _search_base
-
-        self.base_url = base_url
-        self.search_url = _search_base(search_url)
-        self.model = model
-        self.api_key = api_key if api_key is not None else (
-            os.environ.get("DASHSCOPE_API_KEY") if base_url == DASHSCOPE_URL else None)
-        self.search_api_key = search_api_key
+        if api_key is None and base_url == DASHSCOPE_URL:
+            api_key = os.environ.get("DASHSCOPE_API_KEY")
         base = config or VimRAGConfig()
-        self.config = VimRAGConfig(**{**base.to_dict(), **config_overrides}) if config_overrides else base
+        config = VimRAGConfig(**{**base.to_dict(), **config_overrides}) if config_overrides else base
+        super().__init__(base_url, search_url, model, api_key, search_api_key, config, policy)
         self.prompts = prompts or VimPrompts()
-        self.policy = policy
-        self.pages = PageImageStore()
-        self.encoded_images = EncodedImageCache()
-        self._clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        self._runner = None
-        self._runner_lock = threading.Lock()
 
-    def _clients_for_loop(self) -> tuple[Policy, SearchClient]:
-        loop = asyncio.get_running_loop()
-        if loop not in self._clients:
-            policy = self.policy
-            if policy is None:
-                cls = OpenAIPolicy
-                if self.config.stream:
-                    from vimrag.streaming import StreamingOpenAIPolicy as cls
-                policy = cls(self.base_url, model=self.model, api_key=self.api_key,
-                             timeout=self.config.policy_timeout_s, max_retries=self.config.policy_retries,
-                             image_cache=self.encoded_images)
-            search = SearchClient(self.search_url, api_key=self.search_api_key, timeout=self.config.search_timeout_s,
-                                  max_retries=self.config.search_retries)
-            self._clients[loop] = (policy, search)
-        return self._clients[loop]
+    def _make_policy(self) -> Policy:
+        if not self.config.stream:
+            return super()._make_policy()
+        from vimrag.streaming import StreamingOpenAIPolicy
 
-    async def aclose(self) -> None:
-        clients = self._clients.pop(asyncio.get_running_loop(), None)
-        if clients:
-            if self.policy is None:
-                await clients[0].aclose()
-            await clients[1].aclose()
+        return StreamingOpenAIPolicy(self.base_url, model=self.model, api_key=self.api_key,
+                                     timeout=self.config.policy_timeout_s, max_retries=self.config.policy_retries,
+                                     image_cache=self.encoded_images)
 
-    def close(self) -> None:
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            runner.run(self.aclose())
-            runner.stop()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def _episode(self, question: str, **overrides: Any) -> VimEpisode:
-        config = VimRAGConfig(**{**self.config.to_dict(), **overrides}) if overrides else self.config
-        policy, search = self._clients_for_loop()
+    def _new_episode(self, question: str, config: VimRAGConfig, policy: Policy, search: SearchClient) -> VimEpisode:
         return VimEpisode(question, config, self.prompts, policy, search, pages=self.pages)
 
-    # ---- async API ----------------------------------------------------------------------------------------
-    async def astream(self, question: str, **overrides: Any) -> AsyncIterator[AgentEvent]:
-        """The episode's events as they happen; a question that cannot start yields error + finish."""
-        try:
-            episode = self._episode(question, **overrides)
-        except (ValueError, TypeError) as exc:
-            yield ErrorEvent(turn=0, kind="internal", message=str(exc), fatal=True)
-            yield EpisodeFinished(turn=0, status="failed", error=str(exc))
-            return
-        async for event in episode.run():
-            yield event
-
-    async def arun(self, question: str, on_event: Callable[[AgentEvent], Any] | None = None,
-                   **overrides: Any) -> VimRAGResult:
-        try:
-            episode = self._episode(question, **overrides)
-        except (ValueError, TypeError) as exc:
-            return VimRAGResult.failure(question, f"{type(exc).__name__}: {exc}")
-        async for event in episode.run():
-            if on_event is not None:
-                maybe = on_event(event)
-                if isinstance(maybe, Awaitable):
-                    await maybe
-        return episode.result()
-
-    async def arun_batch(self, questions: Sequence[str], concurrency: int = 8,
-                         **overrides: Any) -> list[VimRAGResult]:
-        semaphore = asyncio.Semaphore(max(1, concurrency))
-
-        async def one(question: str) -> VimRAGResult:
-            async with semaphore:
-                try:
-                    return await self.arun(question, **overrides)
-                except Exception as exc:  # noqa: BLE001 - one failure, not the batch
-                    return VimRAGResult.failure(question, f"{type(exc).__name__}: {exc}")
-
-        return list(await asyncio.gather(*(one(q) for q in questions)))
-
-    # ---- sync API -------------------------------------------------------------------------------------------
-    def _loop(self):
-        from vrag_rl.agent.vrag import _LoopThread
-
-        with self._runner_lock:
-            if self._runner is None:
-                self._runner = _LoopThread(self._clients, owns_policy=self.policy is None, owner=self)
-            return self._runner
+    def _failure(self, question: str, error: str) -> VimRAGResult:
+        return VimRAGResult.failure(question, error)
 
     def run(self, question: str, stream: bool = False, **overrides: Any):
         """A `VimRAGResult` (an event iterator with stream=True)."""
         if stream:
             return self.stream(question, **overrides)
         return self._loop().run(self.arun(question, **overrides))
-
-    def run_batch(self, questions: Sequence[str], concurrency: int = 8, **overrides: Any) -> list[VimRAGResult]:
-        return self._loop().run(self.arun_batch(questions, concurrency=concurrency, **overrides))
-
-    def stream(self, question: str, **overrides: Any) -> Iterator[AgentEvent]:
-        """Events one by one from the private loop (for Streamlit)."""
-        events: queue.Queue = queue.Queue()
-        done = object()
-
-        async def produce() -> None:
-            try:
-                async for event in self.astream(question, **overrides):
-                    events.put(event)
-            except BaseException as exc:  # noqa: BLE001 - handed to the consuming thread
-                events.put(exc)
-            finally:
-                events.put(done)
-
-        future = self._loop().submit(produce())
-        while True:
-            item = events.get()
-            if item is done:
-                break
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-        future.result()

@@ -21,9 +21,10 @@ at `/mcp`; loopback by default, with the SDK's DNS-rebinding protection for loop
 from __future__ import annotations
 
 import argparse
-import asyncio
+import contextlib
 import io
 import os
+from collections.abc import AsyncIterator
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -50,15 +51,14 @@ class CorpusTools:
         self.api_key = api_key
         self.search_api_key = search_api_key
         self.max_turns = max_turns
-        self._clients: dict[int, SearchClient] = {}
+        self._client: SearchClient | None = None
         self._agent = None
 
     def client(self) -> SearchClient:
-        """The search client of the running event loop (httpx pools are bound to their loop)."""
-        key = id(asyncio.get_running_loop())
-        if key not in self._clients:
-            self._clients[key] = SearchClient(self.search_url, api_key=self.search_api_key)
-        return self._clients[key]
+        """The search client (it keeps a connection pool per event loop itself)."""
+        if self._client is None:
+            self._client = SearchClient(self.search_url, api_key=self.search_api_key)
+        return self._client
 
     def agent(self):
         """The VRAG agent for `ask`; an error that says how to configure it when no policy is given."""
@@ -118,9 +118,11 @@ class CorpusTools:
                 "evidence": result.evidence, "pages_seen": list(result.retrieved_page_ids), "turns": result.turns}
 
     async def aclose(self) -> None:
-        for client in self._clients.values():
-            await client.aclose()
-        self._clients.clear()
+        """Close the connections opened on the running event loop (the search client's, the agent's)."""
+        if self._client is not None:
+            await self._client.aclose()
+        if self._agent is not None:
+            await self._agent.aclose()
 
 
 def create_mcp_server(search_url: str, policy_url: str | None = None, model: str | None = None,
@@ -128,7 +130,16 @@ def create_mcp_server(search_url: str, policy_url: str | None = None, model: str
                       max_turns: int = 10) -> MCPServer:
     """An MCP server exposing the search engine at `search_url` and, given `policy_url`, the agent."""
     tools = CorpusTools(search_url, policy_url, model, api_key, search_api_key, max_turns)
-    server = MCPServer(name="vrag", title="VRAG document corpus", instructions=INSTRUCTIONS)
+
+    @contextlib.asynccontextmanager
+    async def close_connections_at_exit(_server: MCPServer) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await tools.aclose()
+
+    server = MCPServer(name="vrag", title="VRAG document corpus", instructions=INSTRUCTIONS,
+                       lifespan=close_connections_at_exit)
     server.corpus_tools = tools  # type: ignore[attr-defined]  # for callers that want to close it
 
     @server.tool(title="Search pages")

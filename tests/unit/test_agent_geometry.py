@@ -11,6 +11,7 @@ import json
 import pytest
 from PIL import Image
 
+from vrag_rl.agent.frontend import search_base
 from vrag_rl.agent.images import map_bbox_to_page, smart_resize
 from vrag_rl.agent.policies.openai_http import (
     MAX_RESPONSE_BYTES,
@@ -19,7 +20,6 @@ from vrag_rl.agent.policies.openai_http import (
     parse_chat_completion,
 )
 from vrag_rl.agent.policy import PolicyError
-from vrag_rl.agent.vrag import _search_base
 
 
 @pytest.mark.parametrize("bbox, shown, page_box, page, pad, min_side, expected, clipped", [
@@ -98,7 +98,7 @@ def test_base_url_normalisation(given, expected):
     ("http://h:8002/search/", "http://h:8002"),
 ])
 def test_search_url_normalisation(given, expected):
-    assert _search_base(given) == expected
+    assert search_base(given) == expected
 
 
 def _body(content, **extra) -> bytes:

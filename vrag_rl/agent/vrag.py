@@ -1,27 +1,19 @@
 """`VRAG`: the public agent class — `run`, `stream`, `arun`, `astream`, `run_batch`.
 
-The core is async (`Episode.run` yields events). The synchronous methods run it on one private
-event loop per `VRAG` object, kept for its lifetime, so `run()` called once per question (as
-upstream users do) reuses the same HTTP clients, connection pools, decoded pages and image
-encodings instead of building them anew each call (that cost ~44 ms CPU per call).
+The loop is `Episode` (`vrag_rl/agent/loop.py`); the entry points, the clients per event loop and
+the private event loop that lets `run()` reuse them across calls are `AgentFrontend`'s, shared with
+VimRAG. What is VRAG's own: its episode, and upstream's call styles (`generator=`).
 """
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import queue
-import threading
-import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 from search_engine.client import SearchClient
 from vrag_rl.agent.config import AgentConfig
-from vrag_rl.agent.events import AgentEvent, AnswerEvent, CropEvent, SearchEvent, SearchResultsEvent, ThinkEvent
+from vrag_rl.agent.events import AnswerEvent, CropEvent, SearchEvent, SearchResultsEvent, ThinkEvent
+from vrag_rl.agent.frontend import AgentFrontend
 from vrag_rl.agent.images import draw_box
 from vrag_rl.agent.loop import Episode
-from vrag_rl.agent.page_images import PageImageStore
-from vrag_rl.agent.policies.openai_http import EncodedImageCache, OpenAIPolicy
 from vrag_rl.agent.policy import Policy
 from vrag_rl.agent.prompts import Prompts
 from vrag_rl.agent.result import EpisodeResult
@@ -38,7 +30,7 @@ class EpisodeFailedError(RuntimeError):
         self.result = result
 
 
-class VRAG:
+class VRAG(AgentFrontend[EpisodeResult]):
     """A visual RAG agent over a policy and a search server.
 
     `VRAG(base_url="http://localhost:8001/v1", search_url="http://localhost:8002")` talks to an
@@ -58,96 +50,18 @@ class VRAG:
                  model: str | None = None, api_key: str | None = None, search_api_key: str | None = None,
                  generator: bool | None = None, config: AgentConfig | None = None, prompts: Prompts | None = None,
                  policy: Policy | None = None, **config_overrides: Any):
-        self.base_url = base_url
-        self.search_url = _search_base(search_url)
-        self.model = model
-        self.api_key = api_key
-        self.search_api_key = search_api_key
-        self.generator = generator
         base = config or AgentConfig()
-        self.config = AgentConfig(**{**base.to_dict(), **config_overrides}) if config_overrides else base
+        config = AgentConfig(**{**base.to_dict(), **config_overrides}) if config_overrides else base
+        super().__init__(base_url, search_url, model, api_key, search_api_key, config, policy,
+                         jpeg_quality=config.jpeg_quality)
+        self.generator = generator
         self.prompts = prompts or Prompts()
-        self.policy = policy
-        self.pages = PageImageStore()
-        self.encoded_images = EncodedImageCache(jpeg_quality=self.config.jpeg_quality)
-        self._clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        self._runner: _LoopThread | None = None
-        self._runner_lock = threading.Lock()
 
-    # ---- clients, one set per event loop ----------------------------------------------------------------
-    def _clients_for_loop(self) -> tuple[Policy, SearchClient]:
-        loop = asyncio.get_running_loop()
-        if loop not in self._clients:
-            policy = self.policy or OpenAIPolicy(
-                self.base_url, model=self.model, api_key=self.api_key, timeout=self.config.policy_timeout_s,
-                max_retries=self.config.policy_retries, image_cache=self.encoded_images)
-            search = SearchClient(self.search_url, api_key=self.search_api_key, timeout=self.config.search_timeout_s,
-                                  max_retries=self.config.search_retries)
-            self._clients[loop] = (policy, search)
-        return self._clients[loop]
-
-    async def aclose(self) -> None:
-        """Close the clients of the running event loop (a given `policy` is left to its owner)."""
-        clients = self._clients.pop(asyncio.get_running_loop(), None)
-        if clients:
-            if self.policy is None:
-                await clients[0].aclose()
-            await clients[1].aclose()
-
-    def close(self) -> None:
-        """Close the private loop's clients and stop it."""
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            runner.run(self.aclose())
-            runner.stop()
-
-    def __enter__(self) -> VRAG:
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()
-
-    def _episode(self, question: str, **overrides: Any) -> Episode:
-        config = AgentConfig(**{**self.config.to_dict(), **overrides}) if overrides else self.config
-        policy, search = self._clients_for_loop()
+    def _new_episode(self, question: str, config: AgentConfig, policy: Policy, search: SearchClient) -> Episode:
         return Episode(question, config, self.prompts, policy, search, pages=self.pages)
 
-    # ---- async API ---------------------------------------------------------------------------------------------
-    async def astream(self, question: str, **overrides: Any) -> AsyncIterator[AgentEvent]:
-        """Yield the episode's events as they happen (start, think, search, ..., answer, finish)."""
-        episode = self._episode(question, **overrides)
-        async for event in episode.run():
-            yield event
-
-    async def arun(self, question: str, on_event: Callable[[AgentEvent], Any] | None = None,
-                   **overrides: Any) -> EpisodeResult:
-        episode = self._episode(question, **overrides)
-        async for event in episode.run():
-            if on_event is not None:
-                maybe = on_event(event)
-                if isinstance(maybe, Awaitable):
-                    await maybe
-        return episode.result()
-
-    async def arun_batch(self, questions: Sequence[str], concurrency: int = 8, **overrides: Any) -> list[EpisodeResult]:
-        """Run many episodes at once (at most `concurrency` in flight); results in input order."""
-        semaphore = asyncio.Semaphore(max(1, concurrency))
-
-        async def one(question: str) -> EpisodeResult:
-            async with semaphore:
-                try:
-                    return await self.arun(question, **overrides)
-                except Exception as exc:  # noqa: BLE001 - e.g. an empty question: one failure, not all results
-                    return EpisodeResult.failure(question, f"{exc.__class__.__name__}: {exc}")
-
-        return list(await asyncio.gather(*(one(q) for q in questions)))
-
-    # ---- sync API -----------------------------------------------------------------------------------------------
-    def _loop(self) -> _LoopThread:
-        with self._runner_lock:
-            if self._runner is None:
-                self._runner = _LoopThread(self._clients, owns_policy=self.policy is None, owner=self)
-            return self._runner
+    def _failure(self, question: str, error: str) -> EpisodeResult:
+        return EpisodeResult.failure(question, error)
 
     def run(self, question: str, stream: bool = False, **overrides: Any):
         """EpisodeResult (default); an event iterator with stream=True; upstream's shapes with generator=."""
@@ -161,34 +75,6 @@ class VRAG:
                 raise EpisodeFailedError(result)
             return result.answer
         return result
-
-    def run_batch(self, questions: Sequence[str], concurrency: int = 8, **overrides: Any) -> list[EpisodeResult]:
-        """Every question's result, in input order; failed episodes are results with status "failed"."""
-        return self._loop().run(self.arun_batch(questions, concurrency=concurrency, **overrides))
-
-    def stream(self, question: str, **overrides: Any) -> Iterator[AgentEvent]:
-        """Events one by one as they happen, from the private event loop (for UIs such as Streamlit)."""
-        events: queue.Queue = queue.Queue()
-        done = object()
-
-        async def produce() -> None:
-            try:
-                async for event in self.astream(question, **overrides):
-                    events.put(event)
-            except BaseException as exc:  # noqa: BLE001 - handed to the consuming thread
-                events.put(exc)
-            finally:
-                events.put(done)
-
-        future = self._loop().submit(produce())
-        while True:
-            item = events.get()
-            if item is done:
-                break
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-        future.result()
 
     def _upstream_generator(self, question: str):
         """Upstream's event tuples; the final answer is also the generator's return value."""
@@ -211,55 +97,3 @@ class VRAG:
                 yield ("answer", event.answer, f"<answer>{event.answer}</answer>")
         return ("answer", answer or self.prompts.no_answer, "")
 
-
-def _search_base(url: str) -> str:
-    url = url.rstrip("/")
-    return url[: -len("/search")] if url.endswith("/search") else url
-
-
-class _LoopThread:
-    """One event loop on a daemon thread; coroutines are submitted to it from any thread.
-
-    Why not `asyncio.run` per call: every call would build (and tear down) new HTTP clients.
-    """
-
-    def __init__(self, clients: weakref.WeakKeyDictionary | None = None, owns_policy: bool = True,
-                 owner: object | None = None) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="vrag-loop", daemon=True)
-        self._thread.start()
-        # an agent dropped (or alive at exit) without close(): its clients are still closed
-        self._finalizer = (weakref.finalize(owner, _LoopThread._shutdown, self.loop, self._thread, clients,
-                                            owns_policy) if owner is not None else None)
-
-    @staticmethod
-    def _shutdown(loop: asyncio.AbstractEventLoop, thread: threading.Thread,
-                  clients: weakref.WeakKeyDictionary | None, owns_policy: bool) -> None:
-        """Close the clients made on `loop`, then stop it. Why: aiohttp-backed clients that are never
-        closed print "Unclosed client session" when a script that called `run()` exits."""
-        pair = clients.pop(loop, None) if clients is not None else None
-        if pair is not None and loop.is_running():
-            async def close_pair() -> None:
-                if owns_policy:
-                    await pair[0].aclose()
-                await pair[1].aclose()
-
-            with contextlib.suppress(Exception):
-                asyncio.run_coroutine_threadsafe(close_pair(), loop).result(timeout=5)
-        if loop.is_running():
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(timeout=5)
-
-    def submit(self, coro):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
-
-    def run(self, coro):
-        return self.submit(coro).result()
-
-    def stop(self) -> None:
-        if self._finalizer is not None:
-            self._finalizer.detach()
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout=5)
-        if not self._thread.is_alive():
-            self.loop.close()
