@@ -156,3 +156,16 @@ def test_low_var_kl_hand_value():
     assert low_var_kl(torch.tensor([-0.5]), torch.tensor([-0.5])).item() == 0.0
     uniform = torch.zeros(4)
     assert entropy_from_logits(uniform).item() == pytest.approx(math.log(4))
+
+
+def test_trajectory_loss_mask_zeroes_only_the_pruned_turns():
+    from vrag_rl.agent.result import EpisodeResult
+    from vrag_rl.rollout import Trajectory
+
+    trajectory = Trajectory(group_id="q", index=0, prompt_ids=[], response_ids=list(range(9)),
+                            response_mask=[1, 1, 0, 0, 1, 1, 0, 1, 1], response_logprobs=[0.0] * 9,
+                            turn_spans=[(0, 2), (4, 6), (7, 9)], images=[], result=EpisodeResult.failure("q", "x"))
+    assert trajectory.loss_mask([]) == trajectory.response_mask
+    assert trajectory.loss_mask([1]) == [1, 1, 0, 0, 0, 0, 0, 1, 1]
+    assert trajectory.loss_mask([0, 2]) == [0, 0, 0, 0, 1, 1, 0, 0, 0]
+    assert trajectory.response_mask == [1, 1, 0, 0, 1, 1, 0, 1, 1]  # the record itself is left as sampled

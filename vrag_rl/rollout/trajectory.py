@@ -14,6 +14,7 @@ from PIL import Image
 from vrag_rl.agent.policies.local_transformers import expected_image_tokens, image_token_id, vision_inputs
 from vrag_rl.agent.result import EpisodeResult, TurnRecord
 from vrag_rl.agent.step_graph import StepGraph
+from vrag_rl.algos.ggpo import ggpo_turn_mask
 
 
 @dataclass
@@ -51,6 +52,23 @@ class Trajectory:
     @property
     def num_model_tokens(self) -> int:
         return sum(self.response_mask)
+
+    def ggpo_pruned_turns(self, correct: bool, reference_evidence: set[str]) -> list[int]:
+        """The model turns GGPO removes from the loss (VimRAG's μ = 1), decided on the step graph.
+
+        One place for the local trainer and the verl agent loop, so both prune the same turns.
+        """
+        n_turns = max(len(self.turn_spans), len(self.turn_records))
+        mask = ggpo_turn_mask(self.step_graph, correct, set(reference_evidence), n_turns)
+        return [turn for turn in range(len(self.turn_spans)) if mask[turn]]
+
+    def loss_mask(self, pruned_turns: list[int] = ()) -> list[int]:
+        """`response_mask` with the tokens of `pruned_turns` set to 0."""
+        mask = list(self.response_mask)
+        for turn in pruned_turns:
+            start, end = self.turn_spans[turn]
+            mask[start:end] = [0] * (end - start)
+        return mask
 
     def summary(self) -> dict[str, Any]:
         """A JSON-ready record of the episode (no tensors, no pixels)."""

@@ -51,7 +51,7 @@ from tqdm.auto import tqdm
 from search_engine.client import SearchClient
 from vrag_rl.agent.page_images import PageImageStore
 from vrag_rl.agent.policies.local_transformers import LocalTransformersGenerate
-from vrag_rl.algos import ggpo_turn_mask, grpo_advantages, low_var_kl, ppo_clip_loss
+from vrag_rl.algos import grpo_advantages, low_var_kl, ppo_clip_loss
 from vrag_rl.rewards import RewardBreakdown, score_episode
 from vrag_rl.rollout import Trajectory, rollout_batch
 from vrag_rl.train.config import TrainConfig
@@ -222,20 +222,15 @@ class LocalTrainer:
         """Per trajectory: the loss mask (model tokens minus GGPO-pruned turns) and the turn id of each token."""
         masks, segments, pruned = [], [], 0
         for t in trajectories:
-            mask = torch.tensor([t.response_mask], dtype=torch.float32)
             seg = torch.full((1, len(t.response_ids)), -1, dtype=torch.long)
             for turn, (start, end) in enumerate(t.turn_spans):
                 seg[0, start:end] = turn
+            pruned_turns: list[int] = []
             if self.config.algo == "ggpo":
-                correct = t.reward.outcome >= self.config.correct_threshold
-                evidence = set(t.extra["reference"].reference_pages)
-                n_turns = max(len(t.turn_spans), len(t.turn_records))
-                turn_mask = ggpo_turn_mask(t.step_graph, correct, evidence, n_turns)
-                for turn, (start, end) in enumerate(t.turn_spans):
-                    if turn_mask[turn]:
-                        mask[0, start:end] = 0
-                        pruned += 1
-            masks.append(mask)
+                pruned_turns = t.ggpo_pruned_turns(t.reward.outcome >= self.config.correct_threshold,
+                                                   set(t.extra["reference"].reference_pages))
+                pruned += len(pruned_turns)
+            masks.append(torch.tensor([t.loss_mask(pruned_turns)], dtype=torch.float32))
             segments.append(seg)
         return masks, segments, pruned
 

@@ -27,7 +27,6 @@ from search_engine.client import SearchClient
 from vrag_rl.agent.page_images import PageImageStore
 from vrag_rl.agent.policies.local_transformers import image_token_id
 from vrag_rl.agent.prompts import Prompts
-from vrag_rl.algos import ggpo_turn_mask
 from vrag_rl.rewards import RewardBreakdown, RewardReference, score_episode
 from vrag_rl.rollout import RolloutTask, Trajectory
 from vrag_rl.rollout.runner import run_one
@@ -41,10 +40,7 @@ _PAGES = PageImageStore()  # page images shared by the episodes of this worker p
 def ggpo_pruned_turns(trajectory: Trajectory, reward: RewardBreakdown, reference: RewardReference,
                       correct_threshold: float) -> list[int]:
     """The model turns GGPO removes from the loss (VimRAG's μ = 1), from the episode's step graph."""
-    correct = reward.outcome >= correct_threshold
-    n_turns = max(len(trajectory.turn_spans), len(trajectory.turn_records))
-    mask = ggpo_turn_mask(trajectory.step_graph, correct, set(reference.reference_pages), n_turns)
-    return [turn for turn, pruned in enumerate(mask) if pruned and turn < len(trajectory.turn_spans)]
+    return trajectory.ggpo_pruned_turns(reward.outcome >= correct_threshold, set(reference.reference_pages))
 
 
 def fit_response(trajectory: Trajectory, mask: list[int], image_token: int) -> tuple[list[int], list[int],
@@ -97,13 +93,10 @@ class VRAGAgentLoop(AgentLoopBase):
         result = trajectory.result
 
         reward = await score_episode(result, reference, settings.reward_config()) if settings.score_in_loop else None
-        mask = list(trajectory.response_mask)
         pruned: list[int] = []
         if settings.algorithm == "ggpo" and reward is not None:
             pruned = ggpo_pruned_turns(trajectory, reward, reference, settings.prune_correct_threshold)
-            for turn in pruned:
-                start, end = trajectory.turn_spans[turn]
-                mask[start:end] = [0] * (end - start)
+        mask = trajectory.loss_mask(pruned)
         response_ids, mask, logprobs, images = fit_response(trajectory, mask, self.image_token)
 
         extra_fields: dict[str, Any] = {
