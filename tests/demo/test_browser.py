@@ -10,28 +10,20 @@ import time
 
 import pytest
 
-from testkit.demo_browser import (
-    CHROMIUM,
-    DRIVER,
-    DemoFailed,
-    headless_chrome,
-    running_demo,
-    save_screenshot,
-    stop_with_ctrl_c,
-)
+from testkit import demo_browser as browser
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="chromium and chromedriver are not installed"),
+    pytest.mark.skipif(not (browser.CHROMIUM and browser.DRIVER), reason="chromium and chromedriver are not installed"),
 ]
 
 
 @pytest.fixture()
 def demo(tmp_path):
     try:
-        with running_demo("vrag", tmp_path) as running:
+        with browser.running_demo("vrag", tmp_path) as running:
             yield running
-    except DemoFailed as exc:
+    except browser.DemoFailed as exc:
         pytest.fail(str(exc))
 
 
@@ -69,7 +61,7 @@ def test_demo_in_a_browser(demo, tmp_path):
     from selenium.webdriver.support.ui import WebDriverWait
 
     assert any("rule-based OCR" in line for line in demo.output)  # no VLM here: the stand-in policy is announced
-    driver = headless_chrome("1400,2600")
+    driver = browser.headless_chrome("1400,2600")
     try:
         driver.get(demo.url)
         wait = WebDriverWait(driver, 180)
@@ -84,10 +76,10 @@ def test_demo_in_a_browser(demo, tmp_path):
         assert "retrieved page solar_energy_brief_3" in page_text
         assert "where the agent looked (model frame" in page_text and "page pixels" in page_text
         time.sleep(1.0)  # let images finish painting
-        assert save_screenshot(driver, "demo.png", tmp_path).stat().st_size > 20_000
+        assert browser.save_screenshot(driver, "demo.png", tmp_path).stat().st_size > 20_000
         for question, expected in SAMPLE_QUESTIONS:
             answer = _ask(driver, wait, question)
             assert re.search(expected, answer), (question, answer)
     finally:
         driver.quit()
-    stop_with_ctrl_c(demo)  # Ctrl-C stops every process the script started and frees the ports
+    browser.stop_with_ctrl_c(demo)  # Ctrl-C stops every process the script started and frees the ports

@@ -7,29 +7,21 @@ import time
 
 import pytest
 
-from testkit.demo_browser import (
-    CHROMIUM,
-    DRIVER,
-    DemoFailed,
-    headless_chrome,
-    running_demo,
-    save_screenshot,
-    stop_with_ctrl_c,
-)
+from testkit import demo_browser as browser
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.slow,
-    pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="chromium and chromedriver are not installed"),
+    pytest.mark.skipif(not (browser.CHROMIUM and browser.DRIVER), reason="chromium and chromedriver are not installed"),
 ]
 
 
 @pytest.fixture()
 def vimrag_demo(tmp_path):
     try:
-        with running_demo("vimrag", tmp_path) as running:
+        with browser.running_demo("vimrag", tmp_path) as running:
             yield running
-    except DemoFailed as exc:
+    except browser.DemoFailed as exc:
         pytest.fail(str(exc))
 
 
@@ -48,7 +40,7 @@ def test_vimrag_demo_draws_the_graph_and_answers(vimrag_demo, tmp_path):
 
     demo = vimrag_demo
     assert any("vimrag-rule-based OCR stand-in" in line for line in demo.output)  # no endpoint, no key
-    driver = headless_chrome("1500,2100")
+    driver = browser.headless_chrome("1500,2100")
     try:
         driver.get(demo.url)
         wait = WebDriverWait(driver, 240)
@@ -70,7 +62,7 @@ def test_vimrag_demo_draws_the_graph_and_answers(vimrag_demo, tmp_path):
         assert "Memory graph" in body and "New node search_1" in body and "Memorised" in body
         assert "solar_energy_brief_3" in body
         time.sleep(1.5)  # let images and the graph finish painting
-        assert save_screenshot(driver, "vimrag_demo.png", tmp_path).stat().st_size > 20_000
+        assert browser.save_screenshot(driver, "vimrag_demo.png", tmp_path).stat().st_size > 20_000
     finally:
         driver.quit()
-    stop_with_ctrl_c(demo)  # Ctrl-C stops every process the script started and frees the ports
+    browser.stop_with_ctrl_c(demo)  # Ctrl-C stops every process the script started and frees the ports
