@@ -10,7 +10,8 @@ It speaks both dialects a VRAG search server may have:
 
 `protocol="auto"` (the default) posts first and, when the server answers 405 to that (or the bare
 404 of a route that does not exist — our server's 404 for an unknown document says what is
-unknown, and must not flip the dialect), switches to upstream's GET for the rest of the client's life; `"vrag"` or `"upstream"` fixes it.
+unknown, and must not flip the dialect), switches to upstream's GET for the rest of the client's
+life; `"vrag"` or `"upstream"` fixes it.
 Hits come back as `search_engine.types.SearchHit` (`SearchResultPage` is its old name here); for an
 upstream server `page_id` is the image file's stem, `image_path` the file as the server named it,
 and `image_url` is "" (its pixels are read from `image_path`, so the client must share the
