@@ -12,15 +12,17 @@ the model (`scripts/bench_agent.py`). What aiohttp leaves to its user, and this 
   request (two thread hops, a third of the client's CPU per request).
 * `read_capped` — reads a body chunk by chunk and refuses it as soon as it passes a byte limit, so
   an endpoint that sends gigabytes cannot fill the caller's memory before a size check runs.
-* `retry_delay` — exponential backoff with jitter, and a server's `Retry-After` honoured when it is
-  short, so the retry loops in both clients wait the same way.
+* `send_with_retries` — the one retry loop both clients use: a retryable status or a connection
+  error is tried again after `retry_delay` (exponential backoff with jitter, a short `Retry-After`
+  obeyed); what each client retries and how it words failures stays with the client.
 """
 from __future__ import annotations
 
 import asyncio
 import random
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -101,3 +103,27 @@ def retry_delay(attempt: int, backoff: float, retry_after: str | None = None, ca
         if 0 <= seconds <= 60:
             return seconds
     return min(cap, backoff * 2**attempt) * (1 - 0.25 * random.random())
+
+
+async def send_with_retries(session: aiohttp.ClientSession, method: str, url: str, *, max_retries: int,
+                            backoff: float, retry_status: Callable[[int], bool], limit: int,
+                            no_retry: tuple[type[BaseException], ...] = (), **kwargs: Any) -> tuple[int, bytes]:
+    """`(status, body)` of the first response whose status is not retryable, or of the last one when
+    the retries run out. A connection error or timeout is retried too, and re-raised when the retries
+    run out; `no_retry` exceptions and `BodyTooLarge` are raised at once. Redirects are not followed."""
+    for attempt in range(max_retries + 1):
+        retry_after = None
+        try:
+            async with session.request(method, url, allow_redirects=False, **kwargs) as response:
+                status, retry_after = response.status, response.headers.get("Retry-After")
+                body = await read_capped(response, limit)
+        except no_retry:
+            raise
+        except (aiohttp.ClientError, asyncio.TimeoutError):
+            if attempt >= max_retries:
+                raise
+        else:
+            if attempt >= max_retries or not retry_status(status):
+                return status, body
+        await asyncio.sleep(retry_delay(attempt, backoff, retry_after))
+    raise ValueError("max_retries must be >= 0")

@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 import aiohttp
 
-from search_engine.aio_session import BodyTooLarge, LoopSession, read_capped, retry_delay
+from search_engine.aio_session import BodyTooLarge, LoopSession, send_with_retries
 from search_engine.types import SearchHit
 
 # The agent imports this name; it is the one hit type.
@@ -73,33 +73,24 @@ class SearchClient:
                                     session=session)
 
     async def _request(self, method: str, path: str, *, json: Any = None, params: Any = None) -> _Response:
-        last_error: Exception | None = None
-        session = self._session.get()
-        for attempt in range(self.max_retries + 1):
-            retry_after = None
-            try:
-                async with session.request(method, self.base_url + path, json=json, params=params,
-                                           allow_redirects=False) as response:
-                    status = response.status
-                    retry_after = response.headers.get("Retry-After")
-                    body = await read_capped(response, self.max_response_bytes)
-            except BodyTooLarge as exc:
-                raise SearchError(f"search server {exc}") from None
-            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-                last_error = exc if str(exc) else SearchError(exc.__class__.__name__)
-            else:
-                if status < 500:
-                    if status >= 400:
-                        detail = _detail(body)
-                        raise _Refused(status, f"search server refused the request ({status}): {detail}", detail)
-                    if status >= 300:
-                        raise SearchError(f"search server redirected ({status}); give its final address as the URL")
-                    return _Response(status, body)
-                last_error = SearchError(f"search server error {status}: {_detail(body)}")
-            if attempt < self.max_retries:
-                await asyncio.sleep(retry_delay(attempt, self.backoff, retry_after))
-        raise SearchError(f"search server at {self.base_url} unavailable after {self.max_retries + 1} attempts: "
-                          f"{last_error}")
+        try:
+            status, body = await send_with_retries(
+                self._session.get(), method, self.base_url + path, max_retries=self.max_retries, backoff=self.backoff,
+                retry_status=lambda code: code >= 500, limit=self.max_response_bytes, json=json, params=params)
+        except BodyTooLarge as exc:
+            raise SearchError(f"search server {exc}") from None
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            raise SearchError(f"search server at {self.base_url} unavailable after {self.max_retries + 1} attempts: "
+                              f"{exc if str(exc) else exc.__class__.__name__}") from None
+        if status >= 500:
+            raise SearchError(f"search server at {self.base_url} unavailable after {self.max_retries + 1} attempts: "
+                              f"search server error {status}: {_detail(body)}")
+        if status >= 400:
+            detail = _detail(body)
+            raise _Refused(status, f"search server refused the request ({status}): {detail}", detail)
+        if status >= 300:
+            raise SearchError(f"search server redirected ({status}); give its final address as the URL")
+        return _Response(status, body)
 
     async def search(self, queries: Sequence[str], top_k: int = 5,
                      doc_ids: Sequence[str] | None = None) -> list[list[SearchHit]]:

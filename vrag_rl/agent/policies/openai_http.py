@@ -36,11 +36,15 @@ import aiohttp
 from cachetools import LRUCache
 from PIL import Image
 
-from search_engine.aio_session import BodyTooLarge, LoopSession, read_capped, retry_delay
+from search_engine.aio_session import BodyTooLarge, LoopSession, send_with_retries
 from vrag_rl.agent.policy import DEFAULT_MODEL, Message, PolicyError, PolicyReply, SamplingParams
 
 MAX_RESPONSE_BYTES = 8 * 2**20  # a chat completion is text: more than this is not a reply
 RETRY_STATUSES = frozenset({408, 409, 429})  # and every 5xx: the statuses the openai SDK retries
+
+
+def _retryable_status(status: int) -> bool:
+    return status in RETRY_STATUSES or status >= 500
 
 
 class EncodedImageCache:
@@ -151,35 +155,24 @@ class OpenAIPolicy:
 
     async def _send(self, method: str, path: str, body: bytes | None = None) -> bytes:
         """One request with retries; the response body (2xx) or a `PolicyError` saying why not."""
-        session = self._session.get()
         headers = {"Content-Type": "application/json"} if body is not None else None
-        for attempt in range(self.max_retries + 1):
-            retry_after = None
-            try:
-                async with session.request(method, self.base_url + path, data=body, headers=headers,
-                                           allow_redirects=False) as response:
-                    status, retry_after = response.status, response.headers.get("Retry-After")
-                    content = await read_capped(response, MAX_RESPONSE_BYTES)
-            except BodyTooLarge:
-                raise PolicyError(f"policy response is larger than {MAX_RESPONSE_BYTES} bytes") from None
-            except aiohttp.ClientPayloadError as exc:  # the reply started and broke off: not retried
-                raise PolicyError(f"policy endpoint {self.base_url} broke off its response: "
-                                  f"{exc.__class__.__name__}: {exc}"[:500]) from exc
-            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-                error = PolicyError(f"policy endpoint {self.base_url} unreachable: "
-                                    f"{exc.__class__.__name__}: {exc}"[:500], retryable=True)
-                error.__cause__ = exc
-            else:
-                if 200 <= status < 300:
-                    return content
-                retryable = status in RETRY_STATUSES or status >= 500
-                error = PolicyError(f"policy endpoint {self.base_url} answered {status}: {_status_detail(content)}",
-                                    retryable=retryable, status=status)
-                if not retryable:
-                    raise error
-            if attempt < self.max_retries:
-                await asyncio.sleep(retry_delay(attempt, self.backoff_s, retry_after))
-        raise error
+        try:
+            status, content = await send_with_retries(
+                self._session.get(), method, self.base_url + path, max_retries=self.max_retries,
+                backoff=self.backoff_s, retry_status=_retryable_status, limit=MAX_RESPONSE_BYTES,
+                no_retry=(aiohttp.ClientPayloadError,), data=body, headers=headers)
+        except BodyTooLarge:
+            raise PolicyError(f"policy response is larger than {MAX_RESPONSE_BYTES} bytes") from None
+        except aiohttp.ClientPayloadError as exc:  # the reply started and broke off: not retried
+            raise PolicyError(f"policy endpoint {self.base_url} broke off its response: "
+                              f"{exc.__class__.__name__}: {exc}"[:500]) from exc
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            raise PolicyError(f"policy endpoint {self.base_url} unreachable: {exc.__class__.__name__}: {exc}"[:500],
+                              retryable=True) from exc
+        if 200 <= status < 300:
+            return content
+        raise PolicyError(f"policy endpoint {self.base_url} answered {status}: {_status_detail(content)}",
+                          retryable=_retryable_status(status), status=status)
 
     async def aclose(self) -> None:
         await self._session.aclose()
