@@ -12,9 +12,9 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from vrag_rl.evaluation.dataset import EvalExample, load_dataset
-from vrag_rl.evaluation.judge import LLMJudge, parse_verdict
-from vrag_rl.evaluation.metrics import (
+from vrag_rl.evaluation.runner import evaluate, percentile, read_records, run_evaluation
+from vrag_rl.scoring.judge import LLMJudge, parse_verdict
+from vrag_rl.scoring.metrics import (
     anls,
     contains_match,
     exact_match,
@@ -24,7 +24,7 @@ from vrag_rl.evaluation.metrics import (
     recall_at_k,
     token_f1,
 )
-from vrag_rl.evaluation.runner import evaluate, percentile, read_records, run_evaluation
+from vrag_rl.scoring.qa_dataset import EvalExample, load_dataset
 
 # ------------------------------------------------------------------------------------------ metrics
 
@@ -458,7 +458,7 @@ def test_cli_runs_the_real_agent_over_loopback(tmp_path, sample_corpus, scripted
 def test_dataset_doc_ids_agree_with_the_corpus_rule():
     """Page ids from datasets must equal the ids the ingestion gives the same PDFs."""
     from search_engine.corpus import doc_id_for
-    from vrag_rl.evaluation.dataset import doc_id_for_file
+    from vrag_rl.scoring.qa_dataset import doc_id_for_file
 
     names = ["acme_annual_report_2023.pdf", "--My Report (final).pdf", "a b/c.d.pdf", "x" * 200 + ".pdf",
              "été 2024.pdf", "a...b.pdf", "___.pdf"]
@@ -471,3 +471,39 @@ def test_result_error_counts_as_error():
     example = EvalExample("s", "q-soft-fail", "x", [], "")
     summary = asyncio.run(evaluate(_agent(), [example], progress=False))
     assert summary.n_errors == 1 and summary.status_counts == {"failed": 1}
+
+
+def test_the_old_evaluation_import_paths_still_work():
+    """Metrics, judge and dataset moved to `vrag_rl.scoring`; users' `vrag_rl.evaluation.*` imports still
+    give the very same objects (not copies that could drift)."""
+    import vrag_rl.evaluation as evaluation
+    from vrag_rl import scoring
+    from vrag_rl.evaluation import dataset as old_dataset
+    from vrag_rl.evaluation import judge as old_judge
+    from vrag_rl.evaluation import metrics as old_metrics
+
+    for name in ("exact_match", "token_f1", "anls", "contains_match", "recall_at_k", "ndcg_at_k", "normalize_answer",
+                 "levenshtein"):
+        assert getattr(old_metrics, name) is getattr(scoring.metrics, name), name
+    for name in ("LLMJudge", "JudgeVerdict", "JUDGE_PROMPT", "parse_verdict"):
+        assert getattr(old_judge, name) is getattr(scoring.judge, name), name
+    for name in ("EvalExample", "load_dataset", "parse_example", "doc_id_for_file", "read_dataset_records"):
+        assert getattr(old_dataset, name) is getattr(scoring.qa_dataset, name), name
+    for name in evaluation.__all__:  # the package's lazy exports resolve, to the scoring room's objects where moved
+        obj = getattr(evaluation, name)
+        if name in scoring.__all__:
+            assert obj is getattr(scoring, name), name
+    with pytest.raises(AttributeError):
+        evaluation.no_such_name  # noqa: B018
+
+
+def test_training_and_rewards_do_not_import_the_evaluation_harness():
+    """The reward and the training-data converter score through `vrag_rl.scoring`: importing them loads
+    nothing of `vrag_rl.evaluation` (a fresh interpreter, so other tests' imports do not count)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, vrag_rl.rewards, vrag_rl.data, vrag_rl.data.__main__; "
+            "print(sorted(m for m in sys.modules if m.startswith('vrag_rl.evaluation')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -19,7 +19,7 @@ from vrag_rl.data.verl_parquet import (
     convert_records,
     write_parquet,
 )
-from vrag_rl.evaluation.dataset import _read_raw
+from vrag_rl.scoring.qa_dataset import read_dataset_records
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         skipped: list[str] = []
         for path in args.inputs:
             source = args.data_source or Path(path).stem
-            converted, report = convert_records(_read_raw(Path(path)), source, args.split, args.agent_name,
+            converted, report = convert_records(read_dataset_records(Path(path)), source, args.split, args.agent_name,
                                                 args.skip_bad, not args.allow_no_pages, source=path,
                                                 start_index=len(rows))
             rows.extend(converted)

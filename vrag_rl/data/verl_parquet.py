@@ -18,7 +18,7 @@ converter dropped the columns its own trainer needed, see the reference report �
   metadata share one schema).
 - `agent_name` (str): the registered agent loop that runs the row (`vrag_agent`).
 
-Input records are parsed by `vrag_rl.evaluation.dataset.parse_example` — the same rules the
+Input records are parsed by `vrag_rl.scoring.qa_dataset.parse_example` — the same rules the
 evaluation uses (upstream `{"examples": [...]}`, a JSON list or JSONL; `query`/`question`,
 `reference_answer`/`answer`, `meta_info.file_name`/`reference_page`) — so training and evaluation
 can never disagree on page ids.
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from vrag_rl.agent.prompts import Prompts
-from vrag_rl.evaluation.dataset import EvalExample, _read_raw, parse_example
+from vrag_rl.scoring.qa_dataset import EvalExample, parse_example, read_dataset_records
 
 AGENT_NAME = "vrag_agent"
 ABILITY = "visual_rag"
@@ -152,8 +152,8 @@ def convert_file(path: str | Path, data_source: str | None = None, split: str = 
                  require_pages: bool = True) -> tuple[list[dict[str, Any]], ConversionReport]:
     """Read one dataset file (upstream JSON, a JSON list or JSONL) and convert it."""
     path = Path(path)
-    return convert_records(_read_raw(path), data_source or path.stem, split, agent_name, skip_bad, require_pages,
-                           source=str(path))
+    return convert_records(read_dataset_records(path), data_source or path.stem, split, agent_name, skip_bad,
+                           require_pages, source=str(path))
 
 
 def write_parquet(rows: list[dict[str, Any]], path: str | Path) -> Path:

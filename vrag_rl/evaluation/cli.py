@@ -40,9 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from vrag_rl.evaluation.dataset import load_dataset
-    from vrag_rl.evaluation.judge import LLMJudge
     from vrag_rl.evaluation.runner import run_evaluation
+    from vrag_rl.scoring.judge import LLMJudge
+    from vrag_rl.scoring.qa_dataset import load_dataset
 
     try:
         examples = load_dataset(args.dataset, limit=args.limit, shuffle=args.shuffle, seed=args.seed)

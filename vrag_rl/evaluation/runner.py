@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from vrag_rl.evaluation.dataset import EvalExample
-from vrag_rl.evaluation.judge import LLMJudge
-from vrag_rl.evaluation.metrics import anls, contains_match, exact_match, ndcg_at_k, recall_at_k, token_f1
+from vrag_rl.scoring.judge import LLMJudge
+from vrag_rl.scoring.metrics import anls, contains_match, exact_match, ndcg_at_k, recall_at_k, token_f1
+from vrag_rl.scoring.qa_dataset import EvalExample
 
 
 class ResultLike(Protocol):

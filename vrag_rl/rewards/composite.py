@@ -15,10 +15,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from vrag_rl.agent.result import EpisodeResult
-from vrag_rl.evaluation.judge import LLMJudge
 from vrag_rl.rewards.format import format_score
 from vrag_rl.rewards.outcome import JudgeConfig, judge_for, outcome_score, rule_outcome
 from vrag_rl.rewards.retrieval import retrieval_ndcg
+from vrag_rl.scoring.judge import LLMJudge
 
 
 @dataclass(frozen=True)

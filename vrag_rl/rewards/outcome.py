@@ -1,9 +1,9 @@
 """Outcome reward: a model judge through any OpenAI-compatible endpoint, with a rule-based fallback.
 
-The judge is `vrag_rl.evaluation.judge.LLMJudge` (over `OpenAIPolicy`), so evaluation and reward
+The judge is `vrag_rl.scoring.judge.LLMJudge` (over `OpenAIPolicy`), so evaluation and reward
 judge alike: prompt in config, bounded retries. When no judge is configured, or it fails (endpoint
 down after its retries, an unparseable verdict), the score falls back to a rule metric from
-`vrag_rl.evaluation.metrics` and the breakdown says so (`source`, `judge_error`) — never a silent 0,
+`vrag_rl.scoring.metrics` and the breakdown says so (`source`, `judge_error`) — never a silent 0,
 never a hang (upstream's judge loop never decremented its retry counter).
 """
 from __future__ import annotations
@@ -12,8 +12,8 @@ import asyncio
 import weakref
 from dataclasses import dataclass
 
-from vrag_rl.evaluation.judge import JUDGE_PROMPT, LLMJudge
-from vrag_rl.evaluation.metrics import anls, contains_match, exact_match, token_f1
+from vrag_rl.scoring.judge import JUDGE_PROMPT, LLMJudge
+from vrag_rl.scoring.metrics import anls, contains_match, exact_match, token_f1
 
 RULE_METRICS = {"em": exact_match, "f1": token_f1, "anls": anls, "contains": contains_match}
 

@@ -4,11 +4,11 @@ VRAG-RL's retrieval-efficiency reward (paper §2.3; upstream `rm.py`): binary re
 DCG = Σ_i (2^rel_i − 1) / log2(i + 1) over the retrieved pages in the order they were retrieved,
 IDCG = Σ_{i=1..|gold|} 1 / log2(i + 1) — all reference pages first, *not* capped by how many pages
 were retrieved, so retrieving fewer pages than the reference holds is penalised (as upstream).
-The arithmetic is `vrag_rl.evaluation.metrics.ndcg_at_k`, so evaluation and reward agree.
+The arithmetic is `vrag_rl.scoring.metrics.ndcg_at_k`, so evaluation and reward agree.
 """
 from __future__ import annotations
 
-from vrag_rl.evaluation.metrics import ndcg_at_k
+from vrag_rl.scoring.metrics import ndcg_at_k
 
 
 def retrieval_ndcg(retrieved: list[str], reference_pages: list[str], k: int | None = None) -> float:
