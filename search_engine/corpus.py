@@ -11,13 +11,18 @@ import math
 import re
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from PIL import Image, ImageOps
 
 from search_engine import video as videos
+from search_engine.documents import DocumentError, RenderedPage
 from search_engine.index.atomic import atomic_file
+
+# DocumentError and RenderedPage live in the leaf module search_engine.documents; importing them from here
+# keeps working (issue 22 broke the corpus -> video -> text_extraction -> corpus circle).
+__all__ = ["DocumentError", "RenderedPage", "discover_documents", "doc_id_for", "count_pages", "render_pages",
+           "pdf_to_images", "is_pdf", "is_supported", "render_dpi", "check_rendered_size"]
 
 log = logging.getLogger(__name__)
 
@@ -33,20 +38,6 @@ Image.MAX_IMAGE_PIXELS = 300_000_000  # big scans are fine; decompression bombs 
 # 75 MB as RGB (A0 at 144 dpi), above what any embedder or the agent uses (pages are shrunk to max_side after).
 MAX_RENDER_PIXELS = 25_000_000
 MAX_RENDER_SIDE = 16_000  # poppler's cairo/splash backends fail on sides of ~32k pixels
-
-
-class DocumentError(Exception):
-    """A document that cannot be read (corrupt, encrypted, empty); the message names file and reason."""
-
-
-@dataclass
-class RenderedPage:
-    page_number: int  # 1-based, as in upstream datasets' reference_page
-    image: Image.Image  # RGB
-    width: int
-    height: int
-    text: str | None = None  # the page's text when the source supplies it (a video segment: OCR of its frames)
-    extra: dict = field(default_factory=dict)  # kept on the PageRecord (a video segment: time range, frames)
 
 
 # --------------------------------------------------------------------------------------------- ids

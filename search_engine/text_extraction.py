@@ -10,7 +10,7 @@ from types import ModuleType
 
 from PIL import Image
 
-from search_engine.corpus import DocumentError
+from search_engine.documents import DocumentError
 
 # tesseract's OpenMP threads fight each other on small machines: 1.5 s instead of 5 s per page.
 os.environ.setdefault("OMP_THREAD_LIMIT", "1")
@@ -41,6 +41,8 @@ class OcrLine:
     box: tuple[int, int, int, int]  # x1, y1, x2, y2 in image pixels
     confidence: float = 0.0  # mean word confidence, 0-100
     words: list[OcrWord] = field(default_factory=list)
+    block: int = 0  # tesseract's block and paragraph numbers: the page layout groups lines by them
+    paragraph: int = 0
 
 
 def _normalise(text: str) -> str:
@@ -119,7 +121,19 @@ def _tesseract() -> ModuleType:
 def ocr_image(image: Image.Image, lang: str | None = None) -> str:
     """All text tesseract reads on the image in reading order, whitespace-normalised (`lang`: see
     `resolve_ocr_lang`)."""
-    return " ".join(line.text for line in _ocr(image, lang))
+    return ocr_text(ocr_reading(image, lang))
+
+
+def ocr_reading(image: Image.Image, lang: str | None = None) -> list[OcrLine]:
+    """One OCR pass: the lines in tesseract's reading order (block by block), each with its block and
+    paragraph number and its words' boxes — enough for both the page text (`ocr_text`) and the page
+    layout (`search_engine.layout_extraction.layout_from_ocr_lines`), so ingestion reads a page once."""
+    return _ocr(image, lang)
+
+
+def ocr_text(lines: list[OcrLine]) -> str:
+    """The page text of a reading (what `ocr_image` returns)."""
+    return " ".join(line.text for line in lines)
 
 
 def _group_words(data: dict[str, list]) -> dict[tuple[int, int, int], list[int]]:
@@ -144,7 +158,9 @@ def _line(data: dict[str, list], indices: list[int]) -> OcrLine:
     y2 = max(w.box[3] for w in words)
     text = _normalise(" ".join(w.text for w in words))
     confidence = sum(float(data["conf"][i]) for i in indices) / len(indices)
-    return OcrLine(text, (x1, y1, x2, y2), confidence, words)
+    first = indices[0]
+    return OcrLine(text, (x1, y1, x2, y2), confidence, words, int(data["block_num"][first]),
+                   int(data["par_num"][first]))
 
 
 def _read_lines(image: Image.Image, lang: str) -> list[OcrLine]:

@@ -5,6 +5,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from search_engine.page_layout import RegionHit
+
 # Page and document ids appear in URLs and file names: keep them to a safe alphabet so an id
 # can never smuggle a path separator or "..".
 ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
@@ -51,6 +53,9 @@ class SearchHit:
     it as JSON with `image_path` "" unless the server exposes paths; `SearchClient.search` returns it
     with `image_url` absolute. `kind` is "page" or "video_segment" (then `start_s`/`end_s` are the
     segment's times in seconds of the video, and its frames are in `metadata`).
+    `regions` are the page's regions that best match the query (paragraph, table, figure...; box in
+    page-image pixels, snippet, score), best first; empty where the index has no layout for the page
+    or no region matched (see `SearchEngine.page_layout` for the whole structure).
     """
 
     rank: int
@@ -64,6 +69,7 @@ class SearchHit:
     kind: Literal["page", "video_segment"] = "page"
     start_s: float | None = None
     end_s: float | None = None
+    regions: list[RegionHit] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""

@@ -27,11 +27,14 @@ from pathlib import Path
 
 from PIL import Image
 
+from search_engine.documents import DocumentError, RenderedPage
+from search_engine.text_extraction import ocr_lines
+
 VIDEO_SUFFIXES = {".mp4", ".mov", ".mkv", ".webm", ".avi", ".m4v", ".mpg", ".mpeg"}
 
 
 class VideoError(Exception):
-    """A video that cannot be read; `corpus.DocumentError` wraps it with the file name."""
+    """A video that cannot be read; `documents.DocumentError` wraps it with the file name."""
 
 
 @dataclass(frozen=True)
@@ -167,8 +170,6 @@ def frames_text(frames: list[tuple[float, Image.Image]], ocr: bool = True, lang:
     """OCR of the frames, each distinct line once, tagged with the second it first shows."""
     if not ocr:
         return ""
-    from search_engine.text_extraction import ocr_lines
-
     seen: set[str] = set()
     out = []
     for second, frame in frames:
@@ -185,8 +186,6 @@ def frames_text(frames: list[tuple[float, Image.Image]], ocr: bool = True, lang:
 
 def corpus_segment_count(path: Path, options: VideoOptions) -> int:
     """`count_pages` for a video; `DocumentError` for one that cannot be read."""
-    from search_engine.corpus import DocumentError
-
     try:
         return count_segments(path, options)
     except VideoError as exc:
@@ -195,8 +194,6 @@ def corpus_segment_count(path: Path, options: VideoOptions) -> int:
 
 def render_segments(path: Path, options: VideoOptions, first: int = 1, last: int | None = None):
     """`render_pages` for a video: one `RenderedPage` per segment (frame sheet, frame text, time range)."""
-    from search_engine.corpus import DocumentError, RenderedPage
-
     try:
         for segment in decode_segments(path, options, first, last):
             if not segment.frames:
