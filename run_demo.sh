@@ -65,7 +65,9 @@ done
 PY=".venv/bin/python"
 [[ -x "$PY" ]] || die "no virtual environment at .venv — run: bash scripts/install.sh"
 missing=()
-for module in streamlit fastapi uvicorn search_engine vrag_rl colpali_engine pytesseract; do
+modules=(streamlit fastapi uvicorn search_engine vrag_rl colpali_engine pytesseract)
+[[ -f "$INDEX/manifest.json" ]] || modules+=(reportlab)  # the sample corpus is drawn with it (extra [samples])
+for module in "${modules[@]}"; do
   "$PY" -c "import $module" 2>/dev/null || missing+=("python package '$module'")
 done
 command -v pdftoppm >/dev/null || missing+=("poppler-utils (pdftoppm)")

@@ -38,6 +38,9 @@ PYTHON="${PYTHON:-python3}"
 "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' \
   || { echo "[install] Python >= 3.10 is required ($PYTHON is $("$PYTHON" --version 2>&1))" >&2; exit 1; }
 [[ -x .venv/bin/python ]] || "$PYTHON" -m venv .venv
+# requirements_demo.txt (+ requirements.txt) pins every extra of pyproject.toml the demo and the tests use
+# ([samples]: reportlab for the sample corpus, [llama-index], [demo], [test], [train], [mcp]), so the
+# package itself goes in with --no-deps.
 .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements_demo.txt
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
 # Lazy torchvision fix for CPU-only torch in every process of this venv (Streamlit, uvicorn, Ray

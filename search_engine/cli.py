@@ -187,9 +187,14 @@ def build_fast_index_cmd(
 @app.command("sample-corpus")
 def sample_corpus(out: Annotated[Path, typer.Option(help="output folder")] = Path("data/sample_corpus/pdf")) -> None:
     """Generate the bundled sample corpus (4 PDFs and a QA dataset)."""
+    from search_engine.extras import MissingExtraError
     from search_engine.sample_corpus import generate_sample_corpus
 
-    corpus = generate_sample_corpus(out, overwrite=True)
+    try:
+        corpus = generate_sample_corpus(out, overwrite=True)
+    except MissingExtraError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     typer.echo(f"wrote {len(corpus.files)} PDFs and {corpus.dataset_path}")
 
 

@@ -2,18 +2,31 @@
 
 It returns `ImageNode`s (image path — or image URL when the server does not expose its paths — + page
 metadata) with the engine's scores; give it a loaded
-`SearchEngine` (in-process) or the URL of a running search server.
+`SearchEngine` (in-process) or the URL of a running search server. llama-index-core is an optional
+extra (`pip install 'vrag-rl[llama-index]'`): importing this module without it raises `MissingExtraError`.
 """
 from __future__ import annotations
 
 from typing import Any
 
 import httpx
-from llama_index.core.retrievers import BaseRetriever
-from llama_index.core.schema import ImageNode, NodeWithScore, QueryBundle
+
+from search_engine.extras import MissingExtraError
+
+try:
+    from llama_index.core.retrievers import BaseRetriever
+    from llama_index.core.schema import ImageNode, NodeWithScore, QueryBundle
+except ImportError as exc:
+    raise MissingExtraError("search_engine.llama_index_retriever", "llama-index-core", "llama-index", exc) from exc
 
 
 class VragPageRetriever(BaseRetriever):
+    """Pages as llama-index `ImageNode`s, so a llama-index app can use this engine as its retriever.
+
+    The node id is the page id and the metadata carries doc id, page number, rank and the page's own
+    scalar metadata, so an app can cite pages the way the agent does.
+    """
+
     def __init__(self, engine: Any = None, search_url: str | None = None, top_k: int = 5,
                  doc_ids: list[str] | None = None, api_key: str | None = None, timeout: float = 30.0, **kwargs):
         if (engine is None) == (search_url is None):

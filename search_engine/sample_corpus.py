@@ -3,7 +3,8 @@
 Why generate instead of shipping documents: the demo and the tests need documents whose facts
 we know exactly (to check that retrieval finds the right page and the agent reads the right
 region), and we may not redistribute other people's PDFs. Everything here is drawn with
-reportlab from the data below, deterministically, in about a second.
+reportlab from the data below, deterministically, in about a second. reportlab is an optional extra
+(`pip install 'vrag-rl[samples]'`; `scripts/install.sh` installs it for the demo and the tests).
 
 The corpus covers what the system must handle: a portrait report (text, a table, a bar chart),
 a 16:9 slide deck (a small table in a corner that needs a crop to read), a brief with a line of
@@ -17,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from PIL import Image, ImageDraw, ImageFont
+
+from search_engine.extras import require
 
 A4 = (595, 842)
 SLIDE = (960, 540)
@@ -305,7 +308,11 @@ def write_rag_dataset(path: Path, questions: list[QA]) -> None:
 
 
 def generate_sample_corpus(out_dir: str | Path, overwrite: bool = False) -> SampleCorpus:
-    """Write the sample PDFs and `rag_dataset.json` into `out_dir` (idempotent unless overwrite)."""
+    """Write the sample PDFs and `rag_dataset.json` into `out_dir` (idempotent unless overwrite).
+
+    Raises `MissingExtraError` (before writing anything) when reportlab is not installed.
+    """
+    require("reportlab", feature="the sample corpus", package="reportlab", extra="samples")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     corpus = SampleCorpus(pdf_dir=out, qa=list(QUESTIONS))
