@@ -6,17 +6,13 @@ Run through ./run_demo.sh (it starts the search and policy servers), or
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import httpx
+import streamlit as st
 
-import httpx  # noqa: E402
-import streamlit as st  # noqa: E402
-
-from demo.corpus_panel import corpus_panel  # noqa: E402
-from demo.render import render_event  # noqa: E402
-from demo.settings import DemoSettings  # noqa: E402
+from demo.corpus_panel import corpus_panel
+from demo.render import render_event
+from demo.settings import DemoSettings
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)

@@ -8,15 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import streamlit as st
 
-import streamlit as st  # noqa: E402
-
-from demo.vimrag_graph import draw_graph, node_details  # noqa: E402
+from demo.vimrag_graph import draw_graph, node_details
 
 IMAGE_WIDTH = 200
 

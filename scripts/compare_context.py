@@ -17,15 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from vimrag.context import conversation_stats  # noqa: E402
-from vrag_rl.agent.policy import Message, PolicyReply, SamplingParams  # noqa: E402
+from vimrag.context import conversation_stats
+from vrag_rl.agent.policy import Message, PolicyReply, SamplingParams
 
 QUERIES = [
     "What was Acme Robotics' total revenue in 2023?",

@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,10 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     from search_engine.engine import SearchEngine
     from testkit.loopback import LoopbackServer
     from vrag_rl import VRAG
-    from vrag_rl.evaluation.dataset import load_dataset
-    from vrag_rl.evaluation.metrics import contains_match, exact_match, token_f1
     from vrag_rl.policy_server.app import create_app as policy_app
     from vrag_rl.policy_server.rule_based import RuleBasedBackend
+    from vrag_rl.scoring.metrics import contains_match, exact_match, token_f1
+    from vrag_rl.scoring.qa_dataset import load_dataset
 
     dataset = args.dataset
     if dataset is None:

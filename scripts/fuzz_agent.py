@@ -9,9 +9,10 @@ episodes, kinds, HTTP requests, and the episodes whose exception escaped the pub
 ("crashed") or that broke the episode rule ("violations": a silent None, too many turns or
 requests, a lost batch result), per kind.
 
-To measure code from another commit, run this script with that checkout first on the import path
-(e.g. a scratch `git worktree` holding copies of `testkit/agent_fuzz.py`, `testkit/malformed_openai.py`
-and this script); it uses only the public API that existed before the Policy refactor.
+To measure code from another commit, run this script with that checkout first on the import path,
+`PYTHONPATH=<checkout> .venv/bin/python scripts/fuzz_agent.py` (e.g. a scratch `git worktree` holding
+copies of `testkit/agent_fuzz.py`, `testkit/malformed_openai.py` and this script); it uses only the
+public API that existed before the Policy refactor.
 """
 from __future__ import annotations
 
@@ -26,7 +27,6 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("OMP_THREAD_LIMIT", "1")

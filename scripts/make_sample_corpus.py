@@ -5,12 +5,8 @@ Usage: python scripts/make_sample_corpus.py [OUT_DIR]   (default: data/sample_co
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from search_engine.sample_corpus import generate_sample_corpus  # noqa: E402
+from search_engine.sample_corpus import generate_sample_corpus
 
 
 def main() -> None:

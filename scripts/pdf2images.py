@@ -10,9 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from search_engine.corpus import DocumentError, pdf_to_images  # noqa: E402
+from search_engine.corpus import DocumentError, pdf_to_images
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 
 import pytest
-from schema_fuzz import fuzz_schema
 
 from search_engine.api import create_app as create_search_app
 from testkit.loopback import LoopbackServer
+from testkit.schema_fuzz import fuzz_schema
 from vrag_rl.policy_server.app import create_app as create_policy_app
 from vrag_rl.policy_server.scripted import ScriptedBackend
 
