@@ -1,19 +1,18 @@
-"""scripts/merge_checkpoint.py over verl's own FSDP merger, on a tiny Qwen2.5-VL checkpoint in verl's layout."""
+"""vrag_rl.train.merge_checkpoint (the CLI behind scripts/merge_checkpoint.py) over verl's own FSDP merger, on a
+tiny Qwen2.5-VL checkpoint in verl's layout."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-pytest.importorskip("verl")
+from vrag_rl.train import merge_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("merge_checkpoint", REPO / "scripts" / "merge_checkpoint.py")
-merge_checkpoint = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(merge_checkpoint)
 
 
 def _fsdp_checkpoint(root: Path, model_dir: Path, step: int, world_size: int = 2) -> dict:
@@ -39,6 +38,7 @@ def _fsdp_checkpoint(root: Path, model_dir: Path, step: int, world_size: int = 2
 
 
 def test_merges_the_latest_step_into_a_loadable_model(tmp_path, tiny_qwen25vl_dir):
+    pytest.importorskip("verl")  # the merge is verl's own merger; the layout checks below need no verl
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
@@ -75,3 +75,10 @@ def test_layout_errors_are_named_before_anything_loads(tmp_path, tiny_qwen25vl_d
     assert merge_checkpoint.main([str(root / "global_step_3"), "--out", str(tmp_path / "o")]) == 2
     assert "lacks 1 of 2 shard(s): ['model_world_size_2_rank_1.pt']" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_the_script_is_the_module_cli(tmp_path):
+    """scripts/merge_checkpoint.py runs the module's main: same exit codes, same messages."""
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "merge_checkpoint.py"), str(tmp_path / "none"),
+                           "--out", str(tmp_path / "o")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
