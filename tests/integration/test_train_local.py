@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -114,11 +115,11 @@ def test_tiny_training_raises_reward(tmp_path):
     Over a few steps what rises is mostly the format (well-formed turns ending in an answer) and with
     it the reward; the README reports what the full run learns.
     """
-    sys.path.insert(0, str(REPO / "scripts"))
-    import train_tiny
-
-    summary = train_tiny.main(["--out", str(tmp_path / "tiny"), "--steps", "10", "--algos", "grpo",
-                               "--sft-episodes", "12", "--no-progress"])
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "train_tiny.py"), "--out", str(tmp_path / "tiny"),
+                           "--steps", "10", "--algos", "grpo", "--sft-episodes", "12", "--no-progress"],
+                          capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    summary = json.loads((tmp_path / "tiny" / "summary.json").read_text())
     records = [json.loads(line) for line in (tmp_path / "tiny" / "grpo" / "metrics.jsonl").read_text().splitlines()]
     assert len(records) == 10 and all(r["images"] > 0 for r in records[-3:])  # pages really in the episodes
     first = sum(r["reward"] for r in records[:2]) / 2
