@@ -10,7 +10,13 @@ exact MaxSim.
 Methods: `colpali` (colpali-engine's `score_multi_vector`, brute force; 10k only), `exact` (our
 in-RAM exact scorer; only where fp32 tokens fit in RAM), `exact-stream` (the streaming exact pass
 that made the ground truth: time per query from its cache), `fast:NPROBE:CANDIDATES` (centroid
-candidates + exact rerank from the on-disk store), `qdrant` (qdrant-client local mode, in-process).
+candidates + exact rerank from the on-disk store), `cfast:CODEC:NPROBE:CANDIDATES:RERANK[:EXACT]` (the
+compressed store: centroid candidates, centroid interaction, RERANK pages decoded and scored, and with
+EXACT > 0 the best EXACT rescored from the fp16 store; CODEC e.g. pq32, sq2), `qdrant` (qdrant-client
+local mode, in-process).
+
+Query sets (`--query-set`, made by `make_bench_corpus.py --query-sets ...`): standard (20 tokens of one
+page + small noise), noisy, multipage (tokens of three pages), half-unmatched (half the tokens random).
 
     python scripts/make_bench_corpus.py --pages 10000 --out data/bench/synth_10k --queries 200
     python scripts/bench_search.py --corpus data/bench/synth_10k --corpus data/bench/synth_100k
@@ -48,10 +54,12 @@ def peak_rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
-def load_queries(corpus: Path, max_queries: int | None):
-    files = sorted(corpus.glob("queries_*.npz"))
+def load_queries(corpus: Path, max_queries: int | None, query_set: str = "standard"):
+    prefix = "queries" if query_set == "standard" else f"queries-{query_set}"
+    files = sorted(corpus.glob(f"{prefix}_*.npz"))
     if not files:
-        raise SystemExit(f"no cached queries/ground truth in {corpus}; run scripts/make_bench_corpus.py first")
+        raise SystemExit(f"no cached {query_set} queries/ground truth in {corpus}; run scripts/make_bench_corpus.py "
+                         f"--query-sets {query_set} first")
     data = np.load(files[0])
     n = len(data["queries"]) if max_queries is None else min(max_queries, len(data["queries"]))
     return data["queries"][:n], data["exact_rows"][:n], data["exact_scores"][:n], float(data["exact_seconds"]), \
@@ -109,13 +117,27 @@ def fast_index_for(store, corpus: Path, log=print):
     return FastMaxSim.load(directory, store), json.loads((directory / "fast_meta.json").read_text())
 
 
+def compressed_index_for(store, corpus: Path, codec: str, log=print):
+    """The corpus's compressed fast index (`<corpus>/fast-<codec>/`), built once, resumable."""
+    from search_engine.index.compressed_index import build_compressed
+
+    directory = corpus / f"fast-{codec}"
+    build_compressed(store, directory, spec=codec, log=lambda m: print(m, file=sys.stderr, flush=True),
+                     extra={"load_avg_1m_at_build": os.getloadavg()[0]})
+    return directory
+
+
+def dir_bytes(directory: Path) -> int:
+    return sum(f.stat().st_size for f in directory.rglob("*") if f.is_file())
+
+
 # ---- one method in this process (called as a worker) ------------------------------------------------
-def run_method(method: str, corpus: Path, max_queries: int | None) -> dict:
+def run_method(method: str, corpus: Path, max_queries: int | None, query_set: str = "standard") -> dict:
     from search_engine.index.token_store import FlatTokenStore
 
     store = FlatTokenStore(corpus)
-    queries, exact_rows, _, exact_seconds, gt_queries = load_queries(corpus, max_queries)
-    result = {"method": method, "pages": store.num_pages, "queries": len(queries)}
+    queries, exact_rows, _, exact_seconds, gt_queries = load_queries(corpus, max_queries, query_set)
+    result = {"method": method, "pages": store.num_pages, "queries": len(queries), "query_set": query_set}
     if method == "exact-stream":
         result.update({"p50_ms": 1000 * exact_seconds / gt_queries, "p95_ms": None,
                        "qps": gt_queries / exact_seconds, "recall@10": 1.0, "disk_gib": store.nbytes_on_disk() / 2**30,
@@ -153,6 +175,31 @@ def run_method(method: str, corpus: Path, max_queries: int | None) -> dict:
         result.update(timer.stats(), **{"recall@10": recall_at(rows, exact_rows), "build_s": build,
                                                "disk_gib": store.nbytes_on_disk() / 2**30,
                                                "note": "brute force, pages padded per block"})
+    elif method.startswith("cfast"):
+        from search_engine.index.compressed_index import open_compressed
+
+        fields = method.split(":")
+        codec, nprobe, candidates, rerank = fields[1], int(fields[2]), int(fields[3]), int(fields[4])
+        exact = int(fields[5]) if len(fields) > 5 else 0
+        directory = compressed_index_for(store, corpus, codec)
+        started = time.perf_counter()
+        fast = open_compressed(directory, exact_store=store if exact else None)
+        open_s = time.perf_counter() - started
+        meta = json.loads((directory / "fast_meta.json").read_text())
+        kw = {"top_k": 10, "nprobe": nprobe, "candidates": candidates, "rerank": rerank, "exact_rerank": exact}
+        fast.search([queries[0]], **kw)
+        timer, rows = Timer(), []
+        for q in queries:
+            with timer:
+                _, r = fast.search([q], **kw)
+            rows.append(r[0])
+        compressed = dir_bytes(directory)
+        result.update(timer.stats(), **{
+            "recall@10": recall_at(rows, exact_rows), "build_s": meta.get("build_seconds", float("nan")),
+            "disk_gib": (compressed + (store.nbytes_on_disk() if exact else 0)) / 2**30,
+            "bytes_per_page": compressed / store.num_pages,
+            "note": f"{meta['num_centroids']} centroids; {codec} {compressed / store.num_tokens:.1f} B/token; opens in "
+                    f"{open_s:.1f}s" + ("; + fp16 store for the exact rescore" if exact else "")})
     elif method.startswith("fast"):
         _, nprobe, candidates = method.split(":")
         started = time.perf_counter()
@@ -193,8 +240,9 @@ def run_method(method: str, corpus: Path, max_queries: int | None) -> dict:
     return result
 
 
-def run_worker(method: str, corpus: Path, max_queries: int | None, timeout: float) -> dict:
-    cmd = [sys.executable, __file__, "--worker", method, "--corpus", str(corpus)]
+def run_worker(method: str, corpus: Path, max_queries: int | None, timeout: float, query_set: str = "standard"
+               ) -> dict:
+    cmd = [sys.executable, __file__, "--worker", method, "--corpus", str(corpus), "--query-set", query_set]
     if max_queries:
         cmd += ["--queries", str(max_queries)]
     try:
@@ -212,15 +260,16 @@ def fmt(value, spec: str) -> str:
 
 
 def print_table(rows: list[dict]) -> None:
-    header = ("| pages | method | p50 ms | p95 ms | CPU ms/query (p50) | queries/s | peak RSS GiB | disk GiB | "
-              "build s | recall@10 | load | note |")
+    header = ("| pages | query set | method | p50 ms | p95 ms | CPU ms/query (p50) | queries/s | peak RSS GiB | "
+              "disk GiB | build s | recall@10 | load | note |")
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
     for r in rows:
         if "error" in r:
-            print(f"| {r.get('pages', '')} | {r['method']} | {r['error']} |||||||||| ")
+            print(f"| {r.get('pages', '')} | {r.get('query_set', '')} | {r['method']} | {r['error']} |||||||||| ")
             continue
-        print(f"| {r['pages']:,} | {r['method']} | {fmt(r['p50_ms'], '.1f')} | {fmt(r.get('p95_ms'), '.1f')} | "
+        print(f"| {r['pages']:,} | {r.get('query_set', 'standard')} | {r['method']} | {fmt(r['p50_ms'], '.1f')} | "
+              f"{fmt(r.get('p95_ms'), '.1f')} | "
               f"{fmt(r.get('cpu_p50_ms'), '.1f')} | "
               f"{fmt(r['qps'], '.2f')} | {fmt(r.get('peak_rss_gib'), '.2f')} | {fmt(r.get('disk_gib'), '.2f')} | "
               f"{fmt(r.get('build_s'), '.0f')} | {fmt(r['recall@10'], '.3f')} | {fmt(r.get('load_avg_1m'), '.0f')} | "
@@ -238,13 +287,15 @@ def main() -> int:
     parser.add_argument("--max-qdrant-pages", type=int, default=2_000, help="local mode holds everything in RAM")
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--json", type=Path, help="also write the rows as JSON")
+    parser.add_argument("--query-set", nargs="+", default=["standard"],
+                        help="query sets to run (standard noisy multipage half-unmatched)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         import torch
 
         torch.set_num_threads(int(THREADS))
-        result = run_method(args.worker, args.corpus[0], args.queries)
+        result = run_method(args.worker, args.corpus[0], args.queries, args.query_set[0])
         result["peak_rss_gib"] = peak_rss_gib()
         result["load_avg_1m"] = os.getloadavg()[0]  # the 2 cores are shared: context for the latencies
         print(json.dumps(result))
@@ -255,7 +306,7 @@ def main() -> int:
     for corpus in args.corpus:
         meta = json.loads((corpus / "meta.json").read_text())
         pages = int(meta["num_pages"])
-        for method in args.methods:
+        for method, query_set in [(m, qs) for m in args.methods for qs in args.query_set]:
             limit = args.queries
             if method == "exact" and pages > args.max_exact_pages:
                 rows.append({"method": method, "pages": pages, "error": "does not fit in RAM (fp32 tokens)"})
@@ -266,8 +317,8 @@ def main() -> int:
                 continue
             if method in ("colpali", "qdrant"):
                 limit = args.slow_queries
-            print(f"[{pages:,} pages] {method} ...", file=sys.stderr, flush=True)
-            row = run_worker(method, corpus, limit, args.timeout)
+            print(f"[{pages:,} pages] {method} on {query_set} ...", file=sys.stderr, flush=True)
+            row = run_worker(method, corpus, limit, args.timeout, query_set)
             row.setdefault("pages", pages)
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)

@@ -80,18 +80,51 @@ def replicated_pages(base: list[np.ndarray], first: int, num_pages: int, rng: np
     return vecs.astype(np.float16), np.asarray([len(p) for p in pages], np.int64)
 
 
-def make_queries(store: FlatTokenStore, num_queries: int, tokens: int, noise: float, seed: int):
-    rng = np.random.default_rng(seed)
-    targets = np.sort(rng.choice(store.num_pages, num_queries, replace=False))
-    gathered = store.gather(targets)
+QUERY_SETS = ("standard", "noisy", "multipage", "half-unmatched")
+
+
+def make_queries(store: FlatTokenStore, num_queries: int, tokens: int, noise: float, seed: int,
+                 kind: str = "standard"):
+    """`num_queries` queries of one kind and their target pages (the page most of the tokens come from).
+
+    * standard: `tokens` tokens of the target page plus `noise` (the easy set).
+    * noisy: the same with 2.5x the noise (tokens far from any stored token).
+    * multipage: tokens drawn from three pages (half, quarter, quarter): no single page explains the
+      query, so the top-10 mixes pages that match part of it.
+    * half-unmatched: half the tokens from the target page, half random unit vectors that match nothing
+      (they add a near-constant, uninformative term to every page's score and probe unrelated centroids).
+    """
+    if kind not in QUERY_SETS:
+        raise ValueError(f"unknown query set {kind!r}; known: {', '.join(QUERY_SETS)}")
+    rng = np.random.default_rng([seed, QUERY_SETS.index(kind)])
+    targets = rng.choice(store.num_pages, num_queries, replace=False)
+    sources = [[t] for t in targets.tolist()]
+    if kind == "multipage":
+        sources = [[t, *rng.choice(store.num_pages, 2, replace=False).tolist()] for t in targets.tolist()]
+    wanted = np.unique(np.concatenate([np.asarray(s, np.int64) for s in sources]))
+    gathered = store.gather(wanted)
+    page_of = {int(row): gathered.vectors[s : s + n].astype(np.float32)
+               for row, s, n in zip(wanted, gathered.starts, gathered.counts)}
+    sigma = noise * (2.5 if kind == "noisy" else 1.0)
     queries = []
-    for (s, n) in zip(gathered.starts, gathered.counts):
-        page = gathered.vectors[s : s + n]
-        noise_part = rng.standard_normal((tokens, store.dim)).astype(np.float32) * noise
-        q = page[rng.choice(n, tokens, replace=False)] + noise_part
+    for src in sources:
+        if kind == "multipage":
+            shares = [tokens - 2 * (tokens // 4), tokens // 4, tokens // 4]
+        elif kind == "half-unmatched":
+            shares = [tokens - tokens // 2]
+        else:
+            shares = [tokens]
+        parts = []
+        for page_row, share in zip(src, shares):
+            page = page_of[page_row]
+            parts.append(page[rng.choice(page.shape[0], min(share, page.shape[0]), replace=False)])
+        q = np.concatenate(parts)
+        q = q + rng.standard_normal(q.shape).astype(np.float32) * sigma
+        if kind == "half-unmatched":
+            q = np.concatenate([q, rng.standard_normal((tokens // 2, store.dim)).astype(np.float32)])
+            q = q[rng.permutation(q.shape[0])]
         queries.append((q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32))
-    order = rng.permutation(num_queries)
-    return np.stack(queries)[order], targets[order]
+    return np.stack(queries), targets
 
 
 def build(out: Path, pages: int, npz: Path, noise: float, seed: int, chunk: int = 1000, kind: str = "spans"
@@ -118,13 +151,21 @@ def build(out: Path, pages: int, npz: Path, noise: float, seed: int, chunk: int 
     return FlatTokenStore(out)
 
 
+def query_set_path(out: Path, kind: str, num_queries: int, seed: int) -> Path:
+    """Where a query set and its exact top-k are cached (the standard set keeps its old name)."""
+    prefix = "queries" if kind == "standard" else f"queries-{kind}"
+    return out / f"{prefix}_{num_queries}_s{seed}.npz"
+
+
 def ground_truth(store: FlatTokenStore, out: Path, num_queries: int, tokens: int, noise: float, seed: int,
-                 k: int = 100) -> Path:
-    """Queries + exact top-k, cached in `queries_{n}.npz` (recomputed only if missing)."""
-    path = out / f"queries_{num_queries}_s{seed}.npz"
-    if path.exists():
-        return path
-    queries, targets = make_queries(store, num_queries, tokens, noise, seed)
+                 k: int = 100, kinds: tuple[str, ...] = ("standard",)) -> list[Path]:
+    """Query sets + their exact top-k, cached per set (only missing sets are computed, in one exact pass)."""
+    paths = {kind: query_set_path(out, kind, num_queries, seed) for kind in kinds}
+    missing = [kind for kind in kinds if not paths[kind].exists()]
+    if not missing:
+        return list(paths.values())
+    made = {kind: make_queries(store, num_queries, tokens, noise, seed, kind) for kind in missing}
+    queries = [q for kind in missing for q in made[kind][0]]
     started = time.perf_counter()
     total = store.num_pages
 
@@ -132,14 +173,19 @@ def ground_truth(store: FlatTokenStore, out: Path, num_queries: int, tokens: int
         if done == total or done % 10_000 < 1000:
             print(f"  exact pass {done:,}/{total:,} pages ({time.perf_counter() - started:.0f}s)", flush=True)
 
-    scores, rows = exact_topk_streaming(store, list(queries), k=k, chunk_tokens=1 << 19, progress=progress)
-    tmp = path.with_suffix(".tmp.npz")
-    np.savez(tmp, queries=queries, targets=targets, exact_scores=scores, exact_rows=rows,
-             exact_seconds=np.float64(time.perf_counter() - started))
-    tmp.replace(path)
-    print(f"exact ground truth: {time.perf_counter() - started:.0f}s; target page ranked first for "
-          f"{np.mean(rows[:, 0] == targets):.1%} of queries")
-    return path
+    scores, rows = exact_topk_streaming(store, queries, k=k, chunk_tokens=1 << 19, progress=progress)
+    seconds = time.perf_counter() - started
+    for i, kind in enumerate(missing):
+        part = slice(i * num_queries, (i + 1) * num_queries)
+        qs, targets = made[kind]
+        tmp = paths[kind].with_suffix(".tmp.npz")
+        np.savez(tmp, queries=qs, targets=targets, exact_scores=scores[part], exact_rows=rows[part],
+                 exact_seconds=np.float64(seconds * num_queries / len(queries)), kind=np.str_(kind))
+        tmp.replace(paths[kind])
+        print(f"{kind}: exact ground truth; target page ranked first for "
+              f"{np.mean(rows[part][:, 0] == targets):.1%} of queries")
+    print(f"exact pass: {seconds:.0f}s for {len(queries)} queries")
+    return list(paths.values())
 
 
 def main() -> int:
@@ -155,6 +201,8 @@ def main() -> int:
     parser.add_argument("--query-tokens", type=int, default=20)
     parser.add_argument("--query-noise", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--query-sets", nargs="+", default=["standard"], choices=QUERY_SETS,
+                        help="query sets to make (each --queries queries, one exact pass for all)")
     parser.add_argument("--kind", choices=["spans", "replicated"], default="spans",
                         help="spans: distinct recombined pages (default); replicated: the old stress set")
     args = parser.parse_args()
@@ -164,7 +212,8 @@ def main() -> int:
     store = build(args.out, args.pages, args.npz, args.noise, args.seed, kind=args.kind)
     print(f"{store.num_pages:,} pages, {store.num_tokens:,} tokens, {store.nbytes_on_disk() / 2**30:.2f} GiB")
     if args.queries:
-        ground_truth(store, args.out, args.queries, args.query_tokens, args.query_noise, args.seed + 1)
+        ground_truth(store, args.out, args.queries, args.query_tokens, args.query_noise, args.seed + 1,
+                     kinds=tuple(args.query_sets))
     meta = json.loads((args.out / "meta.json").read_text())
     print(json.dumps({k: meta[k] for k in ("num_pages", "noise", "seed")}))
     return 0

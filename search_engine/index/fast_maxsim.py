@@ -8,6 +8,14 @@ Pipeline per query (see `centroids.py` for the first stage and why it is built t
    tens of millions of page tokens;
 3. the `candidates` best pages are read from the on-disk fp16 store and scored exactly.
 
+Over a compressed store (`compressed_store.py`: centroid id + residual bytes per token, ~7.5× smaller
+than fp16) step 3 becomes two steps, as in PLAID: (3a) centroid interaction — each candidate's
+tokens are replaced by their centroids, whose scores against the query are already known from
+step 1, so a candidate costs a gather and a max, no decoding; (3b) the `rerank` best of those are
+decoded (centroid + residual) and scored by MaxSim. If the exact fp16 store is kept as well
+(`exact_store`), the `exact_rerank` best are rescored exactly from it (optional: the fp16 store is
+then read for a few dozen pages per query only).
+
 Knobs: `nprobe` and `candidates` (more → higher recall, slower). `recall_check` measures recall@k
 against exact search on the caller's own queries so a user can pick them. Step 3 is exact, so any
 page that reaches it gets its true score; only pages the first stage misses can be lost.
@@ -26,6 +34,7 @@ import numpy as np
 
 from search_engine.index.atomic import atomic_save_npy, atomic_write_json
 from search_engine.index.centroids import Codebook, InvertedFile, default_num_centroids
+from search_engine.index.compressed_store import CompressedTokenStore
 from search_engine.index.maxsim import exact_topk_streaming, maxsim_pages
 from search_engine.index.token_store import TokenStore
 
@@ -39,18 +48,23 @@ class FastParams:
 
     nprobe: int = 16
     candidates: int = 128
+    rerank: int = 64  # compressed store only: pages decoded and scored after the centroid interaction
+    exact_rerank: int = 0  # with an exact fp16 store beside the compressed one: pages rescored exactly
 
     def __post_init__(self) -> None:
-        if self.nprobe < 1 or self.candidates < 1:
-            raise ValueError("nprobe and candidates must be ≥ 1")
+        if self.nprobe < 1 or self.candidates < 1 or self.rerank < 1 or self.exact_rerank < 0:
+            raise ValueError("nprobe, candidates and rerank must be ≥ 1, exact_rerank ≥ 0")
 
 
 class FastMaxSim:
     """Approximate-then-exact MaxSim over a `TokenStore` (see the module docstring)."""
 
     def __init__(self, store: TokenStore, codebook: Codebook, ivf: InvertedFile, codes: np.ndarray | None = None,
-                 params: FastParams | None = None, device: str = "cpu"):
+                 params: FastParams | None = None, device: str = "cpu", exact_store: TokenStore | None = None):
         self.store = store
+        self.exact_store = exact_store
+        if exact_store is not None and not np.array_equal(exact_store.counts, store.counts):
+            raise ValueError("the exact store does not hold the same pages as the compressed store")
         self.codebook = codebook
         self.ivf = ivf
         self.codes = codes
@@ -58,6 +72,7 @@ class FastMaxSim:
         self.device = device
         self.deleted = np.zeros(store.num_pages, bool)
         self._centroids_t = np.ascontiguousarray(codebook.centroids.T)
+        self._centroids_torch = None
 
     @property
     def num_pages(self) -> int:
@@ -140,13 +155,27 @@ class FastMaxSim:
         self.deleted[np.asarray(page_rows, np.int64)] = True
 
     # ---- search -------------------------------------------------------------------------------------
+    @property
+    def compressed(self) -> bool:
+        return isinstance(self.store, CompressedTokenStore)
+
+    def centroid_scores(self, query: np.ndarray) -> np.ndarray:
+        """(query tokens, K) similarities of the query tokens to every centroid (torch's GEMM: ~3× numpy's
+        here for this skinny shape)."""
+        import torch
+
+        if self._centroids_torch is None:
+            self._centroids_torch = torch.from_numpy(self._centroids_t)
+        return (torch.from_numpy(np.ascontiguousarray(query, np.float32)) @ self._centroids_torch).numpy()
+
     def candidates(self, query: np.ndarray, nprobe: int | None = None, candidates: int | None = None,
-                   allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                   allowed: np.ndarray | None = None, sims: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
         """(page rows, approximate scores) of the best `candidates` pages for one (tokens, dim) query."""
         nprobe = min(nprobe or self.params.nprobe, self.codebook.num_centroids)
         want = candidates or self.params.candidates
         q = np.asarray(query, np.float32)
-        sims = q @ self._centroids_t  # (query tokens, K)
+        sims = self.centroid_scores(q) if sims is None else sims  # (query tokens, K)
         probe = np.argpartition(-sims, nprobe - 1, axis=1)[:, :nprobe] if nprobe < sims.shape[1] else \
             np.broadcast_to(np.arange(sims.shape[1]), sims.shape)
         probe_sims = np.take_along_axis(sims, probe, 1)
@@ -171,20 +200,74 @@ class FastMaxSim:
         return np.sort(rows), approx[np.sort(rows)]
 
     def rerank(self, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """Exact MaxSim of one query against the given pages (sorted rows, read from the store)."""
+        """MaxSim of one query against the given pages (sorted rows, read from the store): exact over an
+        fp16 store, over the decoded tokens of a compressed one."""
+        if self.compressed:
+            return self._rerank_decoded(np.asarray(query, np.float32), rows)
         gathered = self.store.gather(rows)
         return maxsim_pages(query, gathered.vectors, gathered.counts, device=self.device)
 
+    def _rerank_decoded(self, q: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """MaxSim over decoded tokens; similarities divided by the decoded norms (= re-normalised tokens)."""
+        import torch
+
+        codes, res, counts = self.store.gather_rows(rows)
+        if codes.size == 0:
+            return np.zeros(0, np.float32)
+        x = torch.from_numpy(self.store.codec.decode_unnormalized(codes, res))
+        sims = torch.from_numpy(q) @ x.T  # (query tokens, tokens)
+        sims /= torch.linalg.vector_norm(x, dim=1).clamp_min_(1e-12)
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        return np.maximum.reduceat(sims.numpy(), starts, axis=1).sum(axis=0)
+
+    def centroid_interaction(self, sims: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """PLAID's centroid interaction: MaxSim with every token replaced by its centroid (sorted rows).
+
+        Needs only the pages' centroid ids (2 bytes a token) and the query's centroid scores.
+        """
+        codes, counts = self.store.gather_codes(rows)
+        if codes.size == 0:
+            return np.zeros(0, np.float32)
+        token_sims = np.take(sims, codes.astype(np.int64), axis=1)  # (query tokens, tokens), contiguous rows
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        return np.maximum.reduceat(token_sims, starts, axis=1).sum(axis=0)
+
+    def score_candidates(self, query: np.ndarray, nprobe: int | None = None, candidates: int | None = None,
+                         allowed: np.ndarray | None = None, top_k: int = 10, rerank: int | None = None,
+                         exact_rerank: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(sorted page rows, scores) of the pages that reach the last stage for one query.
+
+        Every stage keeps at least `top_k` pages. Scores are exact MaxSim over an fp16 store (or for the
+        `exact_rerank` best when an exact store is attached), else MaxSim of the decoded tokens.
+        """
+        q = np.asarray(query, np.float32)
+        sims = self.centroid_scores(q)
+        rows, _ = self.candidates(q, nprobe, max(candidates or self.params.candidates, top_k), allowed, sims=sims)
+        if not self.compressed:
+            return rows, self.rerank(q, rows)
+        keep = max(rerank or self.params.rerank, top_k)
+        if rows.size > keep:
+            approx = self.centroid_interaction(sims, rows)
+            rows = np.sort(rows[np.argpartition(-approx, keep - 1)[:keep]])
+        scores = self.rerank(q, rows)
+        n_exact = self.params.exact_rerank if exact_rerank is None else exact_rerank
+        if self.exact_store is not None and n_exact > 0:
+            n_exact = max(n_exact, top_k)
+            best = np.sort(np.argsort(-scores, kind="stable")[:n_exact])
+            rows = rows[best]
+            gathered = self.exact_store.gather(rows)
+            scores = maxsim_pages(q, gathered.vectors, gathered.counts, device=self.device)
+        return rows, scores
+
     def search(self, queries: Sequence[np.ndarray], top_k: int = 10, nprobe: int | None = None,
-               candidates: int | None = None, allowed: np.ndarray | None = None
-               ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """Per query: (exact scores, page rows) of the best `top_k` pages, best first."""
+               candidates: int | None = None, allowed: np.ndarray | None = None, rerank: int | None = None,
+               exact_rerank: int | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Per query: (scores, page rows) of the best `top_k` pages, best first."""
         all_scores, all_rows = [], []
         for query in queries:
-            rows, _ = self.candidates(query, nprobe, max(candidates or self.params.candidates, top_k), allowed)
-            exact = self.rerank(query, rows)
-            order = np.argsort(-exact, kind="stable")[:top_k]
-            all_scores.append(exact[order])
+            rows, scores = self.score_candidates(query, nprobe, candidates, allowed, top_k, rerank, exact_rerank)
+            order = np.argsort(-scores, kind="stable")[:top_k]
+            all_scores.append(scores[order])
             all_rows.append(rows[order])
         return all_scores, all_rows
 

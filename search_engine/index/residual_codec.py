@@ -1,0 +1,219 @@
+"""Token compression for the fast path: centroid id + a few bits of residual per token.
+
+Why (PLAID / ColBERTv2, arXiv 2205.09707, 2112.01488): a ColQwen2 token is 128 fp16 values (256 bytes);
+at 100k pages that is ~18 GiB. Every token already has a nearest centroid (its code in the inverted
+file), so only the residual `x - centroid[code]` needs storing, and it quantises well because it is
+small and centred. Two residual quantisers, measured side by side by `scripts/bench_search.py`:
+
+* `sq<b>` — ColBERTv2's scheme: each residual dimension is cut into 2^b buckets at quantiles of the
+  training residuals (per dimension here: cheap and a little tighter than ColBERTv2's global cut) and
+  decoded to the bucket's mean value. Written by hand: faiss's scalar quantisers stop at 4 bits and
+  have no 1- or 2-bit mode.
+* `pq<m>` — product quantisation of the residual with faiss (`faiss.ProductQuantizer`, m sub-vectors
+  of 8 bits): m bytes per token, usually lower error than `sq` at the same size.
+
+A token is stored as `uint16 centroid id` + `bytes_per_token` residual bytes (one uint8 row). Decoding
+rebuilds `centroid + residual` and re-normalises it (the originals are unit vectors, as ColBERTv2 does).
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from search_engine.index.atomic import atomic_save_npy, atomic_write_json
+from search_engine.index.centroids import Codebook
+
+CODEC_META = "codec.json"
+
+
+def parse_codec(spec: str) -> tuple[str, int]:
+    """'sq2' → ('sq', 2); 'pq32' → ('pq', 32). Raises ValueError on anything else."""
+    match = re.fullmatch(r"(sq|pq)(\d+)", spec or "")
+    if not match:
+        raise ValueError(f"unknown residual codec {spec!r}: use sq1, sq2, sq4 or pq<m> (e.g. pq16, pq32)")
+    kind, value = match.group(1), int(match.group(2))
+    if kind == "sq" and value not in (1, 2, 4, 8):
+        raise ValueError("sq codecs take 1, 2, 4 or 8 bits per dimension")
+    if kind == "pq" and value < 1:
+        raise ValueError("pq needs at least one sub-quantiser")
+    return kind, value
+
+
+@dataclass
+class ResidualCodec:
+    """Codebook (centroids) + residual quantiser; encodes fp tokens to uint8 rows and back."""
+
+    codebook: Codebook
+    spec: str
+    cutoffs: np.ndarray | None = None  # sq: (dim, 2^b - 1) bucket boundaries
+    weights: np.ndarray | None = None  # sq: (dim, 2^b) decoded value of each bucket
+    pq_centroids: np.ndarray | None = None  # pq: (m, 256, dim/m)
+    _lut: object = field(default=None, repr=False)
+    _pq: object = field(default=None, repr=False)
+
+    @property
+    def dim(self) -> int:
+        return int(self.codebook.centroids.shape[1])
+
+    @property
+    def kind(self) -> str:
+        return parse_codec(self.spec)[0]
+
+    @property
+    def residual_bytes(self) -> int:
+        kind, value = parse_codec(self.spec)
+        return self.dim * value // 8 if kind == "sq" else value
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes per stored token: 2 (centroid id) + residual bytes."""
+        return 2 + self.residual_bytes
+
+    # ---- training ---------------------------------------------------------------------------------
+    @classmethod
+    def train(cls, codebook: Codebook, sample: np.ndarray, spec: str = "sq2", seed: int = 0) -> ResidualCodec:
+        """Fit the residual quantiser on a token sample (the k-means sample is fine)."""
+        kind, value = parse_codec(spec)
+        dim = codebook.centroids.shape[1]
+        if kind == "sq" and (dim * value) % 8:
+            raise ValueError(f"dim {dim} × {value} bits is not a whole number of bytes")
+        if kind == "pq" and dim % value:
+            raise ValueError(f"pq{value}: dim {dim} is not divisible by {value}")
+        sample = np.asarray(sample, np.float32)
+        residuals = sample - codebook.centroids[codebook.assign(sample)]
+        if kind == "sq":
+            levels = 1 << value
+            cut_q = np.arange(1, levels) / levels
+            mid_q = (np.arange(levels) + 0.5) / levels
+            cutoffs = np.quantile(residuals, cut_q, axis=0).T.astype(np.float32)  # (dim, levels-1)
+            weights = np.quantile(residuals, mid_q, axis=0).T.astype(np.float32)  # (dim, levels)
+            return cls(codebook, spec, cutoffs=cutoffs, weights=weights)
+        import faiss
+
+        pq = faiss.ProductQuantizer(dim, value, 8)
+        pq.cp.seed = seed
+        threads = faiss.omp_get_max_threads()
+        faiss.omp_set_num_threads(1)  # see Codebook.train: faiss's OpenMP beside torch's can spin
+        try:
+            pq.train(np.ascontiguousarray(residuals))
+        finally:
+            faiss.omp_set_num_threads(threads)
+        table = faiss.vector_to_array(pq.centroids).reshape(value, 256, dim // value).astype(np.float32)
+        return cls(codebook, spec, pq_centroids=table)
+
+    # ---- coding -----------------------------------------------------------------------------------
+    def encode(self, vectors: np.ndarray, codes: np.ndarray | None = None, chunk: int = 1 << 16) -> np.ndarray:
+        """(tokens, row_bytes) uint8 rows: little-endian uint16 centroid id, then the residual bytes."""
+        vectors = np.asarray(vectors)
+        if codes is None:
+            codes = self.codebook.assign(vectors)
+        out = np.empty((vectors.shape[0], self.row_bytes), np.uint8)
+        out[:, :2] = np.asarray(codes, np.uint16).reshape(-1, 1).view(np.uint8)
+        for s in range(0, vectors.shape[0], chunk):
+            x = np.asarray(vectors[s : s + chunk], np.float32)
+            res = x - self.codebook.centroids[codes[s : s + chunk]]
+            out[s : s + chunk, 2:] = self._encode_residuals(res)
+        return out
+
+    def _encode_residuals(self, res: np.ndarray) -> np.ndarray:
+        kind, value = parse_codec(self.spec)
+        if kind == "pq":
+            return self._faiss_pq().compute_codes(np.ascontiguousarray(res, np.float32))
+        buckets = np.zeros(res.shape, np.uint8)
+        for level in range(self.cutoffs.shape[1]):
+            buckets += res > self.cutoffs[None, :, level]
+        per_byte = 8 // value
+        buckets = buckets.reshape(res.shape[0], -1, per_byte)
+        packed = np.zeros(buckets.shape[:2], np.uint8)
+        for i in range(per_byte):  # first dimension in the high bits
+            packed |= buckets[:, :, i] << np.uint8(value * (per_byte - 1 - i))
+        return packed
+
+    def _faiss_pq(self):
+        """The faiss ProductQuantizer holding our sub-centroids (encoding runs in faiss)."""
+        import faiss
+
+        m = self.pq_centroids.shape[0]
+        pq = faiss.ProductQuantizer(self.dim, m, 8)
+        faiss.copy_array_to_vector(np.ascontiguousarray(self.pq_centroids, np.float32).ravel(), pq.centroids)
+        return pq
+
+    def _lookup_table(self):
+        """torch (positions·256, values per byte) table: residual values of every byte value at each position."""
+        if self._lut is None:
+            import torch
+
+            kind, value = parse_codec(self.spec)
+            if kind == "pq":
+                table = self.pq_centroids  # (m, 256, sub)
+            else:
+                per_byte = 8 // value
+                byte = np.arange(256)
+                levels = np.stack([(byte >> (value * (per_byte - 1 - i))) & ((1 << value) - 1)
+                                   for i in range(per_byte)], 1)  # (256, per_byte)
+                w = self.weights.reshape(-1, per_byte, self.weights.shape[1])  # (positions, per_byte, levels)
+                table = np.stack([w[:, i, :][:, levels[:, i]] for i in range(per_byte)], -1)
+            self._lut = torch.from_numpy(np.ascontiguousarray(table.reshape(-1, table.shape[-1]), np.float32))
+        return self._lut
+
+    def decode_residuals(self, residual_bytes: np.ndarray) -> np.ndarray:
+        """float32 (tokens, dim) residuals of stored residual bytes (pq: faiss's decoder, in C++)."""
+        if self.kind == "pq":
+            if self._pq is None:
+                self._pq = self._faiss_pq()
+            return self._pq.decode(np.ascontiguousarray(residual_bytes))
+        import torch
+
+        packed = torch.from_numpy(np.ascontiguousarray(residual_bytes)).int()
+        index = packed + torch.arange(packed.shape[1], dtype=torch.int32).mul_(256)
+        out = torch.nn.functional.embedding(index, self._lookup_table())
+        return out.reshape(residual_bytes.shape[0], self.dim).numpy()
+
+    def decode_unnormalized(self, codes: np.ndarray, residual_bytes: np.ndarray) -> np.ndarray:
+        """float32 (tokens, dim) `centroid + residual` (not re-normalised: scorers divide their
+        similarities by the norms instead, 128/query-tokens times fewer divisions)."""
+        out = self.decode_residuals(residual_bytes)
+        out += np.take(self.codebook.centroids, np.asarray(codes, np.int64), axis=0)
+        return out
+
+    def decode(self, rows: np.ndarray, normalize: bool = True) -> np.ndarray:
+        """float32 (tokens, dim) tokens of stored uint8 rows (see `encode`), re-normalised by default."""
+        rows = np.ascontiguousarray(rows)
+        codes = rows[:, :2].copy().view(np.uint16).reshape(-1)
+        out = self.decode_unnormalized(codes, rows[:, 2:])
+        if normalize:
+            out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        return out
+
+    # ---- persistence ------------------------------------------------------------------------------
+    def save(self, directory: Path) -> None:
+        """Codebook + quantiser tables, `codec.json` written last."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.codebook.save(directory)
+        if self.cutoffs is not None:
+            atomic_save_npy(directory / "sq_cutoffs.npy", self.cutoffs)
+            atomic_save_npy(directory / "sq_weights.npy", self.weights)
+        if self.pq_centroids is not None:
+            atomic_save_npy(directory / "pq_centroids.npy", self.pq_centroids)
+        atomic_write_json(directory / CODEC_META, {"spec": self.spec, "dim": self.dim,
+                                                   "row_bytes": self.row_bytes})
+
+    @classmethod
+    def load(cls, directory: Path) -> ResidualCodec:
+        directory = Path(directory)
+        meta = json.loads((directory / CODEC_META).read_text())
+        kind, _ = parse_codec(meta["spec"])
+        codebook = Codebook.load(directory)
+        if kind == "sq":
+            return cls(codebook, meta["spec"], cutoffs=np.load(directory / "sq_cutoffs.npy"),
+                       weights=np.load(directory / "sq_weights.npy"))
+        return cls(codebook, meta["spec"], pq_centroids=np.load(directory / "pq_centroids.npy"))
+
+    @staticmethod
+    def exists(directory: Path) -> bool:
+        return (Path(directory) / CODEC_META).exists()
