@@ -2,7 +2,9 @@
 
 Channels: `visual` (MaxSim over ColQwen2/ColPali tokens, or FAISS for single-vector visual
 models), `text` (FAISS over page-text embeddings) and `bm25` (lexical). With more than one,
-rankings are combined by reciprocal rank, so no score scale has to be calibrated.
+rankings are combined by reciprocal rank, so no score scale has to be calibrated. Where the index
+holds page layouts, the text channels also score every region of every page, and a page ranks by its
+own score and by its best region's (see `search_engine.regions`); each hit carries its best regions.
 """
 from __future__ import annotations
 
@@ -22,9 +24,11 @@ from search_engine.embedders import Embedder, load_from_spec
 from search_engine.fusion import RRF_K, ranks_from_scores, reciprocal_rank_fusion
 from search_engine.index.dense import DenseChannel
 from search_engine.index.fast_maxsim import FastParams
-from search_engine.index.manifest import Manifest
+from search_engine.index.manifest import Manifest, upgrade_message
 from search_engine.index.maxsim import MaxSimScorer
 from search_engine.lexical import BM25Channel
+from search_engine.page_layout import PageLayout
+from search_engine.regions import REGION_SUFFIX, LayoutUnavailable, RegionIndex, global_ranks, read_layout_file
 from search_engine.types import PageRecord, SearchHit, page_image_url
 
 log = logging.getLogger(__name__)
@@ -42,6 +46,7 @@ class _State:
     doc_of_page: np.ndarray  # doc id per page row
     channels: dict[str, Any] = field(default_factory=dict)
     mtime: float = 0.0
+    regions: RegionIndex | None = None  # every region of pages with a stored layout (None: no layouts)
 
 
 class SearchEngine:
@@ -145,6 +150,12 @@ class SearchEngine:
             texts = [manifest.pages[p].text for p in page_ids]
             if any(t.strip() for t in texts):
                 state.channels["bm25"] = BM25Channel(texts)
+        if not manifest.has_layouts and manifest.documents:
+            log.warning(upgrade_message(self.index_dir))
+        text_spec = manifest.spec("text")
+        state.regions = RegionIndex.load(self.index_dir, manifest, page_ids,
+                                         use_dense=text_spec is not None and not text_spec.multi_vector,
+                                         use_bm25="bm25" in state.channels)
         log.info("loaded %d pages (%s) in %.2fs", len(page_ids), ", ".join(state.channels),
                  time.perf_counter() - started)
         return state
@@ -202,6 +213,8 @@ class SearchEngine:
             raise ValueError(f"unknown channel(s) {sorted(unknown)}; this index has {sorted(state.channels)}")
         allowed = self._allowed(state, doc_ids)
         channel_scores: dict[str, np.ndarray] = {}
+        region_scores: dict[str, np.ndarray] = {}
+        regions = state.regions
         for channel in ("visual", "text"):
             if channel not in wanted:
                 continue
@@ -211,10 +224,16 @@ class SearchEngine:
                 continue
             if embedder is None:
                 raise RuntimeError(f"the {channel} channel needs its query embedder (loaded with load_models=False?)")
-            channel_scores[channel] = self._score(scorer, embedder.embed_queries(queries), allowed)
+            query_vectors = embedder.embed_queries(queries)
+            channel_scores[channel] = self._score(scorer, query_vectors, allowed)
+            if channel == "text" and regions is not None and regions.dense is not None:
+                region_scores["text"] = regions.dense.score(query_vectors)
         if "bm25" in wanted:
             channel_scores["bm25"] = state.channels["bm25"].score(queries)
-        return self._rank(state, channel_scores, len(queries), top_k, doc_ids, self._blind_channels(queries))
+            if regions is not None and regions.bm25 is not None:
+                region_scores["bm25"] = regions.bm25.score(queries)
+        return self._rank(state, channel_scores, len(queries), top_k, doc_ids, self._blind_channels(queries),
+                          region_scores)
 
     def _blind_channels(self, queries: Sequence[str]) -> list[set[str]]:
         """Per query, the channels that cannot read it: the English-only MiniLM text channel for a Chinese,
@@ -250,7 +269,10 @@ class SearchEngine:
         return scorer.score(query_vectors)
 
     def _rank(self, state: _State, channel_scores: dict[str, np.ndarray], num_queries: int, top_k: int,
-              doc_ids: Sequence[str] | None, blind: list[set[str]] | None = None) -> list[list[SearchHit]]:
+              doc_ids: Sequence[str] | None, blind: list[set[str]] | None = None,
+              region_scores: dict[str, np.ndarray] | None = None) -> list[list[SearchHit]]:
+        """Fuse the channels' page rankings (and, per text channel, the ranking of pages by their best
+        region, at half the channel's weight each: see search_engine.regions) into the top_k hits."""
         num_pages = len(state.page_ids)
         valid = np.ones(num_pages, bool)
         if doc_ids:
@@ -260,9 +282,13 @@ class SearchEngine:
             valid = np.isin(state.doc_of_page, list(doc_ids))
         results = []
         depth = max(top_k * 4, 50)
+        regions = state.regions
+        region_scores = region_scores or {}
+        region_mask = regions.region_mask(valid) if regions is not None and region_scores else None
         for qi in range(num_queries):
             rankings: dict[str, np.ndarray] = {}
             channel_rank: dict[str, dict[int, int]] = {}
+            region_ranks: dict[str, np.ndarray] = {}
             for name, scores in channel_scores.items():
                 row = scores[qi]
                 if name == "bm25" and not np.any(row[valid] > 0):
@@ -270,25 +296,50 @@ class SearchEngine:
                 order = ranks_from_scores(row, valid & (row > 0) if name == "bm25" else valid, depth)
                 rankings[name] = order
                 channel_rank[name] = {int(p): r + 1 for r, p in enumerate(order)}
+                if name in region_scores and region_mask is not None:
+                    region_row = region_scores[name][qi]
+                    best = regions.best_per_page(region_row, region_mask, num_pages)
+                    has_region = np.isfinite(best) & (best > 0 if name == "bm25" else True)
+                    if np.any(has_region & valid):
+                        region_order = ranks_from_scores(best, valid & has_region, depth)
+                        rankings[name + REGION_SUFFIX] = region_order
+                        channel_rank[name + REGION_SUFFIX] = {int(p): r + 1 for r, p in enumerate(region_order)}
+                        region_ranks[name + REGION_SUFFIX] = global_ranks(region_row, region_mask, name == "bm25")
             if not rankings:
                 results.append([])
                 continue
             if blind and "bm25" in rankings:
-                rankings = {n: r for n, r in rankings.items() if n not in blind[qi]}
+                rankings = {n: r for n, r in rankings.items() if n.removesuffix(REGION_SUFFIX) not in blind[qi]}
+                region_ranks = {n: r for n, r in region_ranks.items() if n in rankings}
+            weights = self._fusion_weights(rankings)
             if len(rankings) == 1:
                 (name, order), = rankings.items()
                 top = order[:top_k]
                 fused_scores = channel_scores[name][qi]
             else:
-                fused_scores = reciprocal_rank_fusion(rankings, num_pages, k=self.rrf_k, weights=self.channel_weights)
+                fused_scores = reciprocal_rank_fusion(rankings, num_pages, k=self.rrf_k, weights=weights)
                 top = ranks_from_scores(fused_scores, valid & (fused_scores > 0), top_k)
             hits = []
             for rank, page_row in enumerate(top, start=1):
                 record = state.manifest.pages[state.page_ids[page_row]]
-                hits.append(self._hit(record, rank, float(fused_scores[page_row]),
-                                      {n: r[int(page_row)] for n, r in channel_rank.items() if int(page_row) in r}))
+                hit = self._hit(record, rank, float(fused_scores[page_row]),
+                                {n: r[int(page_row)] for n, r in channel_rank.items() if int(page_row) in r})
+                if regions is not None and region_ranks:
+                    hit.regions = regions.hits(int(page_row), region_ranks, weights, self.rrf_k)
+                hits.append(hit)
             results.append(hits)
         return results
+
+    def _fusion_weights(self, rankings: dict[str, np.ndarray]) -> dict[str, float]:
+        """Channel weights for RRF; a text channel ranked both by pages and by best regions gives each view
+        half its weight, so it keeps one vote beside the visual channel (see search_engine.regions)."""
+        weights = {}
+        for name in rankings:
+            base = name.removesuffix(REGION_SUFFIX)
+            weight = self.channel_weights.get(base, 1.0)
+            both = base in rankings and base + REGION_SUFFIX in rankings
+            weights[name] = weight / 2 if both else weight
+        return weights
 
     def _hit(self, record: PageRecord, rank: int, score: float, channel_ranks: dict[str, int]) -> SearchHit:
         metadata = {"source_path": record.source_path, "width": record.width, "height": record.height,
@@ -301,6 +352,36 @@ class SearchEngine:
     def page(self, page_id: str) -> PageRecord | None:
         """The record of a page (size, text, source), or None for an unknown id."""
         return self._state.manifest.pages.get(page_id)
+
+    def page_layout(self, page_id: str) -> PageLayout:
+        """The page's structure (regions with boxes in page-image pixels: paragraphs, headings, tables with
+        cells, figures with their labels and captions, running headers/footers).
+
+        KeyError for an unknown page id; `LayoutUnavailable` (a LookupError) with the reason for a page
+        without a stored layout — an index built before layouts names the command that upgrades it.
+        """
+        state = self._state
+        record = state.manifest.pages.get(page_id)
+        if record is None:
+            raise KeyError(f"unknown page id {page_id!r}")
+        entry = state.manifest.documents.get(record.doc_id)
+        seg = entry.segments.get("layout") if entry is not None else None
+        if seg is None:
+            if not state.manifest.has_layouts:
+                raise LayoutUnavailable(upgrade_message(self.index_dir))
+            raise LayoutUnavailable(f"page {page_id!r} has no stored layout (its document was added without one; "
+                                    "re-ingest it to read its structure)")
+        path = (self.index_dir / seg["file"]).resolve()
+        if not path.is_relative_to(self.index_dir):
+            raise LayoutUnavailable(f"page {page_id!r}: its layout file points outside the index")
+        try:
+            layouts = read_layout_file(path)
+        except (OSError, ValueError) as exc:
+            raise LayoutUnavailable(f"page {page_id!r}: its document's layout file is unreadable ({exc})") from None
+        for layout in layouts:
+            if layout.get("page_id") == page_id:
+                return PageLayout.from_dict(layout)
+        raise LayoutUnavailable(f"page {page_id!r} has no stored layout")
 
     def page_image_path(self, page_id: str) -> Path:
         """The image file of a known page; never a path outside the index, whatever the id."""

@@ -15,6 +15,13 @@ Why it is built this way:
 * Disk full (ENOSPC) stops the ingestion with `DiskFullError` and removes everything the failed
   document had written (images, checkpoints, segments); the index stays as it was.
 * One ingestor per index at a time (an advisory file lock), because two would race on the manifest.
+* Every page's structure (`search_engine.page_layout.PageLayout`: paragraphs, headings, tables, figures,
+  running headers) is read at ingestion — from the PDF text layer, or from the same OCR reading that gives
+  the page text — and stored per document as `layouts/<doc>.<generation>.jsonl` (one layout per line,
+  written atomically like the segments); with a text channel its regions are embedded too
+  (`segments/text_regions/`), so search scores paragraphs, cells and figure labels, not only whole pages.
+  An index of the previous format (no layouts) is upgraded in place, document by document, by `upgrade()`
+  (and before an `add`): each document's manifest entry switches only once its layout is on disk.
 """
 from __future__ import annotations
 
@@ -31,17 +38,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from PIL import Image
 from tqdm.auto import tqdm
 
 from search_engine.embedders import Embedder, load_from_spec, load_text_embedder, load_visual_embedder
-from search_engine.index.atomic import atomic_file, atomic_save_npy, atomic_save_npz
-from search_engine.index.manifest import DocumentEntry, Manifest
+from search_engine.index.atomic import atomic_file, atomic_save_npy, atomic_save_npz, atomic_write_bytes
+from search_engine.index.manifest import FORMAT_VERSION, DocumentEntry, Manifest
+from search_engine.page_layout import LAYOUT_FORMAT_VERSION, PageLayout
 from search_engine.types import PageRecord, make_page_id
 from search_engine.video import VideoOptions, is_video
 
 log = logging.getLogger(__name__)
 
 AUTO = "auto"
+LAYOUT_DIR = "layouts"
+REGION_CHANNEL = "text_regions"  # segment key and folder of the region vectors of the text channel
 ProgressCallback = Callable[[dict[str, Any]], None]
 
 
@@ -114,6 +125,7 @@ class Ingestor:
                  video: VideoOptions | None = None):
         self.index_dir = Path(index_dir)
         self.video = video  # videos: segment length, fps, frame cap (None: VideoOptions() defaults)
+        self._running: frozenset[str] = frozenset()  # the current PDF's running headers/footers
         self.dpi, self.max_side, self.ocr = dpi, max_side, ocr
         if ocr:  # a language pack that is not installed fails here, before any page is rendered
             from search_engine.text_extraction import resolve_ocr_lang
@@ -183,6 +195,11 @@ class Ingestor:
             for channel, embedder in embedders.items():
                 if embedder is not None and manifest.spec(channel) is None:
                     manifest.set_spec(channel, embedder.spec)
+            if not manifest.has_layouts:
+                if manifest.documents:
+                    log.warning("%s: index of format %d, upgrading it to format %d (page layouts) before adding",
+                                self.index_dir, manifest.version, FORMAT_VERSION)
+                self._upgrade_documents(manifest, embedders)
             plan = self._plan(documents, manifest, report)
             total_pages = sum(n for _, _, _, n in plan)
             bar = tqdm(total=total_pages, unit="page", desc="ingest", disable=not self.progress)
@@ -193,6 +210,61 @@ class Ingestor:
                 bar.close()
             self._refresh_fast_index(manifest)
         return report
+
+    def upgrade(self) -> int:
+        """Bring an index of an older format up to this one in place (page layouts and region vectors for
+        every document that lacks them); returns how many documents were upgraded.
+
+        Crash-safe: each document's new files are written first and its manifest entry switches to them
+        in one atomic manifest write, so an interrupted upgrade leaves a valid index (search works, page
+        by page for the documents not yet upgraded) and the next run goes on where it stopped.
+        """
+        with index_lock(self.index_dir):
+            manifest = Manifest.load(self.index_dir)
+            self._sweep(manifest)
+            embedders = self._resolve_embedders(manifest)
+            return self._upgrade_documents(manifest, embedders)
+
+    def _upgrade_documents(self, manifest: Manifest, embedders: dict[str, Embedder | None]) -> int:
+        """Give every document without a layout segment its layouts (see `upgrade`); call under the lock."""
+        from search_engine.layout_extraction import empty_layout, layout_from_ocr_lines
+        from search_engine.text_extraction import ocr_reading
+
+        upgraded = 0
+        todo = [e for e in manifest.documents.values() if "layout" not in e.segments]
+        for entry in tqdm(todo, unit="doc", desc="upgrade", disable=not self.progress or not todo):
+            source = Path(entry.source_path)
+            same_source = entry.kind == "pdf" and source.is_file() and file_sha1(source) == entry.sha1
+            if same_source:
+                self._running = _running_texts(source)
+            layouts = []
+            with _open_pdf(source if same_source else None) as pdf:
+                for page_id in entry.page_ids:
+                    record = manifest.pages[page_id]
+                    size = (record.width, record.height)
+                    if pdf is not None:
+                        layout = _page_layout(pdf, record.page_number, page_id, size, "pdf", None, self._running)
+                    elif self.ocr and entry.kind != "video" and record.text_source == "ocr":
+                        with Image.open(self.index_dir / record.image_path) as image:
+                            layout = layout_from_ocr_lines(ocr_reading(image.convert("RGB"), self.ocr_lang),
+                                                           page_id, size)
+                    else:
+                        layout = empty_layout(page_id, size)
+                    layouts.append(layout)
+            if embedders.get("text") is not None:
+                arrays = _region_arrays(embedders["text"], layouts)
+                rel = Path("segments") / REGION_CHANNEL / f"{entry.doc_id}.{entry.sha1[:12]}.npy"
+                atomic_save_npy(self.index_dir / rel, arrays[f"{REGION_CHANNEL}_vectors"])
+                entry.segments[REGION_CHANNEL] = {"file": rel.as_posix(),
+                                                  "counts": arrays[f"{REGION_CHANNEL}_counts"].astype(int).tolist()}
+            entry.segments["layout"] = self._write_layouts(entry.doc_id, entry.sha1,
+                                                           [layout.to_dict() for layout in layouts])
+            manifest.save(self.index_dir)  # this document switches to its layouts in one atomic write
+            upgraded += 1
+        if manifest.version < FORMAT_VERSION:
+            manifest.version = FORMAT_VERSION
+            manifest.save(self.index_dir)
+        return upgraded
 
     def remove(self, doc_ids: Sequence[str]) -> list[str]:
         removed = []
@@ -229,7 +301,7 @@ class Ingestor:
         """Delete what killed runs left behind (call under the index lock): temp files of atomic writes,
         page images no manifest entry or resumable checkpoint refers to, checkpoints of committed documents."""
         root = self.index_dir
-        for folder in (root / "pages", root / "segments", root / ".partial"):
+        for folder in (root / "pages", root / "segments", root / ".partial", root / LAYOUT_DIR):
             for tmp in folder.rglob(".*.tmp") if folder.is_dir() else []:
                 tmp.unlink(missing_ok=True)
         for tmp in root.glob(".*.tmp"):
@@ -314,7 +386,7 @@ class Ingestor:
             for first in range(1, num_pages + 1, self.chunk_pages):
                 last = min(num_pages, first + self.chunk_pages - 1)
                 chunk_file = partial / f"{generation_of(sha1)}_{first:06d}_{last:06d}.npz"
-                if not chunk_file.exists():
+                if not _has_layouts(chunk_file):  # none yet, or left by a version without layouts
                     self._ingest_chunk(path, doc_id, sha1, first, last, texts, embedders, chunk_file)
                     report.pages += last - first + 1
                 chunk_files.append(chunk_file)
@@ -345,7 +417,11 @@ class Ingestor:
         self._notify(doc_id=doc_id, source=source, page=num_pages, num_pages=num_pages, stage="done")
 
     def _pdf_texts(self, path: Path) -> list[str] | None:
-        if path.suffix.lower() != ".pdf" or self._embedders.get("text") is None:
+        self._running = frozenset()
+        if path.suffix.lower() != ".pdf":
+            return None
+        self._running = _running_texts(path)  # running headers/footers, found over the whole document
+        if self._embedders.get("text") is None:
             return None
         from search_engine.text_extraction import pdf_page_texts
 
@@ -356,34 +432,39 @@ class Ingestor:
         its segment files (the manifest on disk never referred to any of them)."""
         shutil.rmtree(self._partial_dir(doc_id), ignore_errors=True)
         shutil.rmtree(self.index_dir / "pages" / doc_id / generation_of(sha1), ignore_errors=True)
-        for channel in ("visual", "text"):
+        for channel in ("visual", "text", REGION_CHANNEL):
             (self.index_dir / "segments" / channel / f"{doc_id}.{sha1[:12]}.npy").unlink(missing_ok=True)
+        (self.index_dir / LAYOUT_DIR / f"{doc_id}.{sha1[:12]}.jsonl").unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             (self.index_dir / "pages" / doc_id).rmdir()  # only when empty (a new document)
 
     def _ingest_chunk(self, path: Path, doc_id: str, sha1: str, first: int, last: int, texts: list[str] | None,
                       embedders: dict[str, Embedder | None], chunk_file: Path) -> None:
         from search_engine.corpus import render_pages
-        from search_engine.text_extraction import page_text
+        from search_engine.text_extraction import page_reading
 
-        images, records = [], []
-        for rendered in render_pages(path, dpi=self.dpi, first_page=first, last_page=last, max_side=self.max_side,
-                                     video=self.video):
-            page_id = make_page_id(doc_id, rendered.page_number)
-            rel = Path("pages") / doc_id / generation_of(sha1) / f"{rendered.page_number}.jpg"
-            with atomic_file(self.index_dir / rel) as fh:
-                rendered.image.convert("RGB").save(fh, format="JPEG", quality=self.jpeg_quality)
-            text, text_source = "", ""
-            if rendered.text is not None:  # the source read its own text (a video segment: OCR of its frames)
-                text, text_source = rendered.text, "ocr" if rendered.text else ""
-            elif embedders.get("text") is not None:
-                layer = texts[rendered.page_number - 1] if texts and rendered.page_number <= len(texts) else ""
-                text, text_source = page_text(layer, rendered.image, ocr=self.ocr, ocr_lang=self.ocr_lang)
-            records.append(PageRecord(page_id=page_id, doc_id=doc_id, page_number=rendered.page_number,
-                                      image_path=rel.as_posix(), width=rendered.width, height=rendered.height,
-                                      source_path=str(path.resolve()), text=text, text_source=text_source,
-                                      extra=dict(rendered.extra)))
-            images.append(rendered.image)
+        images, records, layouts = [], [], []
+        with _open_pdf(path) as pdf:
+            for rendered in render_pages(path, dpi=self.dpi, first_page=first, last_page=last,
+                                         max_side=self.max_side, video=self.video):
+                page_id = make_page_id(doc_id, rendered.page_number)
+                rel = Path("pages") / doc_id / generation_of(sha1) / f"{rendered.page_number}.jpg"
+                with atomic_file(self.index_dir / rel) as fh:
+                    rendered.image.convert("RGB").save(fh, format="JPEG", quality=self.jpeg_quality)
+                text, text_source, reading = "", "", None
+                if rendered.text is not None:  # the source read its own text (a video segment: OCR of its frames)
+                    text, text_source = rendered.text, "ocr" if rendered.text else ""
+                elif embedders.get("text") is not None:
+                    layer = texts[rendered.page_number - 1] if texts and rendered.page_number <= len(texts) else ""
+                    text, text_source, reading = page_reading(layer, rendered.image, ocr=self.ocr,
+                                                              ocr_lang=self.ocr_lang)
+                layouts.append(_page_layout(pdf, rendered.page_number, page_id, (rendered.width, rendered.height),
+                                            text_source, reading, self._running))
+                records.append(PageRecord(page_id=page_id, doc_id=doc_id, page_number=rendered.page_number,
+                                          image_path=rel.as_posix(), width=rendered.width, height=rendered.height,
+                                          source_path=str(path.resolve()), text=text, text_source=text_source,
+                                          extra=dict(rendered.extra)))
+                images.append(rendered.image)
         arrays: dict[str, np.ndarray] = {}
         if embedders.get("visual") is not None:
             vectors = embedders["visual"].embed_images(images)
@@ -393,31 +474,44 @@ class Ingestor:
             vectors = embedders["text"].embed_texts([r.text or " " for r in records])
             arrays["text_vectors"] = np.concatenate(vectors).astype(np.float32)
             arrays["text_counts"] = np.asarray([v.shape[0] for v in vectors], np.int64)
+            arrays.update(_region_arrays(embedders["text"], layouts))
         arrays["records"] = np.frombuffer(json.dumps([r.to_dict() for r in records]).encode(), dtype=np.uint8)
+        arrays["layouts"] = _json_bytes([layout.to_dict() for layout in layouts])
         atomic_save_npz(chunk_file, **arrays)
 
     def _commit_document(self, path: Path, doc_id: str, sha1: str, num_pages: int, chunk_files: list[Path],
                          embedders: dict[str, Embedder | None]) -> tuple[DocumentEntry, list[PageRecord]]:
         pages: list[PageRecord] = []
-        collected: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {"visual": ([], []), "text": ([], [])}
+        layouts: list[dict[str, Any]] = []
+        collected: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {
+            "visual": ([], []), "text": ([], []), REGION_CHANNEL: ([], [])}
         for chunk_file in chunk_files:
             with np.load(chunk_file) as data:
                 pages.extend(PageRecord.from_dict(r) for r in json.loads(data["records"].tobytes()))
+                layouts.extend(json.loads(data["layouts"].tobytes()))
                 for channel in collected:
                     if f"{channel}_vectors" in data:
                         collected[channel][0].append(data[f"{channel}_vectors"])
                         collected[channel][1].append(data[f"{channel}_counts"])
         segments = {}
         for channel, (vectors, counts) in collected.items():
-            if embedders.get(channel) is None or not vectors:
+            owner = "text" if channel == REGION_CHANNEL else channel
+            if embedders.get(owner) is None or not vectors:
                 continue
             rel = Path("segments") / channel / f"{doc_id}.{sha1[:12]}.npy"
             atomic_save_npy(self.index_dir / rel, np.concatenate(vectors))
             segments[channel] = {"file": rel.as_posix(), "counts": np.concatenate(counts).astype(int).tolist()}
+        segments["layout"] = self._write_layouts(doc_id, sha1, layouts)
         kind = "pdf" if path.suffix.lower() == ".pdf" else ("video" if is_video(path) else "image")
         entry = DocumentEntry(doc_id=doc_id, source_path=str(path.resolve()), sha1=sha1, num_pages=len(pages),
                               kind=kind, page_ids=[p.page_id for p in pages], segments=segments)
         return entry, pages
+
+    def _write_layouts(self, doc_id: str, sha1: str, layouts: list[dict[str, Any]]) -> dict[str, Any]:
+        """The document's page layouts as one JSON line per page (atomic, like the segments)."""
+        rel = Path(LAYOUT_DIR) / f"{doc_id}.{sha1[:12]}.jsonl"
+        atomic_write_bytes(self.index_dir / rel, b"".join(_json_bytes(layout).tobytes() + b"\n" for layout in layouts))
+        return {"file": rel.as_posix(), "version": LAYOUT_FORMAT_VERSION, "pages": len(layouts)}
 
     def _delete_files(self, entry: DocumentEntry) -> None:
         for seg in entry.segments.values():
@@ -443,3 +537,80 @@ class Ingestor:
         if self.progress_callback is not None:
             self.progress_callback(event)
 
+
+
+# ---- page layouts ---------------------------------------------------------------------------------------
+
+
+def _json_bytes(payload: Any) -> np.ndarray:
+    return np.frombuffer(json.dumps(payload, ensure_ascii=False).encode("utf-8"), dtype=np.uint8)
+
+
+def _has_layouts(chunk_file: Path) -> bool:
+    """Whether a chunk checkpoint exists and holds page layouts (one from before layouts is redone)."""
+    if not chunk_file.exists():
+        return False
+    try:
+        with np.load(chunk_file) as data:
+            return "layouts" in data.files
+    except (OSError, ValueError):
+        return False
+
+
+def _running_texts(path: Path) -> frozenset[str]:
+    from search_engine.layout_extraction import running_texts
+
+    try:
+        with _open_pdf(path) as pdf:
+            return running_texts(pdf) if pdf is not None else frozenset()
+    except Exception as exc:  # noqa: BLE001 - the text layer's reader reports a broken file itself
+        log.warning("%s: running headers not read (%s)", path.name, exc)
+        return frozenset()
+
+
+@contextlib.contextmanager
+def _open_pdf(path: Path | None) -> Iterator[Any]:
+    """The PDF open with PyMuPDF for the page layouts, or None for other files."""
+    if path is None or path.suffix.lower() != ".pdf":
+        yield None
+        return
+    import pymupdf
+
+    with pymupdf.open(path) as pdf:
+        yield pdf
+
+
+def _page_layout(pdf: Any, page_number: int, page_id: str, size: tuple[int, int], text_source: str,
+                 reading: list | None, running: frozenset[str]) -> PageLayout:
+    """The page's layout from what ingestion already read: the PDF's text layer, else the OCR reading;
+    a page it cannot read fails alone (logged), with an empty layout, never its document."""
+    from search_engine.layout_extraction import empty_layout, layout_from_ocr_lines, pdf_page_layout
+
+    try:
+        if reading:
+            return layout_from_ocr_lines(reading, page_id, size)
+        if pdf is not None and text_source != "ocr" and page_number <= pdf.page_count:
+            return pdf_page_layout(pdf[page_number - 1], page_id, size, running)
+    except Exception as exc:  # noqa: BLE001 - a page layout is an extra; the page's text and image stand
+        log.warning("page %s: layout not read (%s: %s)", page_id, type(exc).__name__, exc)
+    return empty_layout(page_id, size)
+
+
+def _region_arrays(embedder: Embedder, layouts: list[PageLayout]) -> dict[str, np.ndarray]:
+    """Region vectors of the text channel: one row per region of every page, in layout order (running
+    headers and regions without text get a blank row, masked at search), and the rows per page."""
+    from search_engine.layout_extraction import region_search_texts
+
+    texts: list[str] = []
+    counts = []
+    for layout in layouts:
+        region_texts = region_search_texts(layout)
+        texts.extend(region_texts)
+        counts.append(len(region_texts))
+    dim = embedder.spec.dim
+    wanted = [i for i, t in enumerate(texts) if t]
+    vectors = np.zeros((len(texts), dim), np.float16)
+    if wanted:
+        embedded = embedder.embed_texts([texts[i] for i in wanted])
+        vectors[wanted] = np.concatenate(embedded).astype(np.float16)
+    return {f"{REGION_CHANNEL}_vectors": vectors, f"{REGION_CHANNEL}_counts": np.asarray(counts, np.int64)}

@@ -573,10 +573,17 @@ def _pdf_figures(page: pymupdf.Page, tables: list[_Table]) -> list[_Figure]:
         box = tuple(info["bbox"])
         candidates.append(box)  # type: ignore[arg-type]
     try:
-        clusters = page.cluster_drawings() if page.get_cdrawings() else []
+        paths = page.get_drawings()
+        clusters = page.cluster_drawings(drawings=paths) if paths else []
     except Exception:  # noqa: BLE001 - a malformed drawing must not cost the page its text regions
-        clusters = []
-    candidates.extend(tuple(r) for r in clusters)  # type: ignore[misc]
+        paths, clusters = [], []
+    for cluster in clusters:
+        # a chart or diagram is drawn with several paths; one or two (a banner behind a title, a frame
+        # around a text box, a rule) are decoration
+        box = tuple(cluster)
+        drawn = sum(1 for path in paths if _inside(tuple(path["rect"]), _grow(box, 1.0), 0.9))  # type: ignore[arg-type]
+        if drawn >= 3:
+            candidates.append(box)  # type: ignore[arg-type]
     figures: list[_Figure] = []
     for box in candidates:
         w, h = box[2] - box[0], box[3] - box[1]
@@ -686,22 +693,25 @@ def ocr_page_layout(image: Image.Image, page_id: str, lang: str | None = None) -
 
 # ---------------------------------------------------------------------------------------- what search indexes
 
-SEARCHED_KINDS = frozenset({"text", "heading", "list", "table", "figure", "caption"})
+# Headings are not scored on their own: their text leads every region under them (below), so the match
+# lands on the paragraph, table or figure that holds the answer rather than on its title.
+SEARCHED_KINDS = frozenset({"text", "list", "table", "figure", "caption"})
 
 
 def region_search_texts(layout: PageLayout) -> list[str]:
     """Per region (in `layout.regions` order) the text the search channels score it by: the section
     heading above it, its caption and its text — a paragraph alone often lacks the subject its heading
-    names. "" for running headers/footers, which say nothing about the page."""
+    names. "" for headings (carried by the regions under them) and running headers/footers, which say
+    nothing about the page."""
     heading = ""
     texts = []
     for region in layout.regions:
-        if region.kind not in SEARCHED_KINDS or not (region.text.strip() or region.caption.strip()):
-            texts.append("")
-            continue
         if region.kind == "heading":
             heading = region.text
-            texts.append(region.text)
+            texts.append("")
+            continue
+        if region.kind not in SEARCHED_KINDS or not (region.text.strip() or region.caption.strip()):
+            texts.append("")
             continue
         parts = [heading, region.caption, region.text.replace("\n", " ; ") if region.kind != "text" else region.text]
         texts.append(" ".join(p for p in parts if p).strip())

@@ -219,17 +219,27 @@ def _ocr(image: Image.Image, lang: str | None) -> list[OcrLine]:
 
 def page_text(pdf_text: str, image: Image.Image | None, ocr: bool = True, min_chars: int = 20,
               ocr_lang: str | None = None) -> tuple[str, str]:
-    """(text, source): the text layer when it has real content, else OCR of the page image.
+    """(text, source) of `page_reading` (see there)."""
+    text, source, _ = page_reading(pdf_text, image, ocr, min_chars, ocr_lang)
+    return text, source
+
+
+def page_reading(pdf_text: str, image: Image.Image | None, ocr: bool = True, min_chars: int = 20,
+                 ocr_lang: str | None = None) -> tuple[str, str, list[OcrLine] | None]:
+    """(text, source, reading): the text layer when it has real content, else OCR of the page image.
 
     A layer under `min_chars` non-space characters is usually a scan with a page number or a stray
     header, so OCR reads the page instead. When OCR is off or finds nothing, whatever short layer
-    text there is still beats nothing ("pdf"); with no text at all the answer is ("", "").
+    text there is still beats nothing ("pdf"); with no text at all the answer is ("", "", None).
+    The third item is the OCR reading when OCR read the page (its lines give the page layout without
+    a second OCR pass), else None.
     """
     layer = _normalise(pdf_text or "")
     if len(layer.replace(" ", "")) >= min_chars:
-        return layer, "pdf"
+        return layer, "pdf", None
     if ocr and image is not None:
-        text = ocr_image(image, ocr_lang)
+        lines = ocr_reading(image, ocr_lang)
+        text = ocr_text(lines)
         if text:
-            return text, "ocr"
-    return (layer, "pdf") if layer else ("", "")
+            return text, "ocr", lines
+    return (layer, "pdf", None) if layer else ("", "", None)

@@ -17,8 +17,21 @@ from search_engine.index.atomic import atomic_write_json
 from search_engine.types import PageRecord
 
 MANIFEST_NAME = "manifest.json"
-FORMAT_VERSION = 1
+# 2: every document has a page-layout segment (`segments["layout"]`, see search_engine.page_layout) and, with
+# a text channel, region vectors (`segments["text_regions"]`). An index of format 1 still opens (page-level
+# search, no regions) and is upgraded in place by `vrag-search upgrade` (`Ingestor.upgrade`).
+FORMAT_VERSION = 2
+FIRST_LAYOUT_VERSION = 2
 CHANNELS = ("visual", "text")
+
+
+def upgrade_message(index_dir: Path | str) -> str:
+    """What an index of format 1 tells its user: what it lacks and the one command that fixes it."""
+    return (f"the index at {index_dir} was built before page layouts (index format 1): search works page by page, "
+            "without regions or page layouts. Upgrade it in place with `vrag-search upgrade --index "
+            f"{index_dir}` (reads each document's structure from its source file, or by OCR of the stored page "
+            "images when the source is gone; an interrupted upgrade leaves a valid index and resumes), or "
+            "re-ingest the documents into a new index")
 
 
 @dataclass
@@ -95,12 +108,17 @@ class Manifest:
         if data.get("version", 0) > FORMAT_VERSION:
             raise RuntimeError(f"{path} was written by a newer version (format {data['version']})")
         return cls(
-            version=data.get("version", FORMAT_VERSION),
+            version=data.get("version", 1),
             embedders=data.get("embedders", {}),
             documents={k: DocumentEntry(**v) for k, v in data.get("documents", {}).items()},
             pages={k: PageRecord.from_dict(v) for k, v in data.get("pages", {}).items()},
             updated_at=data.get("updated_at", 0.0),
         )
+
+    @property
+    def has_layouts(self) -> bool:
+        """Whether every document carries its page layouts (format 2 and later)."""
+        return self.version >= FIRST_LAYOUT_VERSION
 
     @staticmethod
     def exists(index_dir: Path) -> bool:

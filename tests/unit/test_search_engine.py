@@ -83,20 +83,24 @@ def test_hybrid_hits_carry_metadata_and_paths(sample_engine):
     assert len(hits) == 4
     for hit in hits:
         assert Path(hit.image_path).is_file()
-        assert set(hit.metadata["channel_ranks"]) <= {"visual", "text", "bm25"}
+        assert set(hit.metadata["channel_ranks"]) <= {"visual", "text", "bm25", "text_regions", "bm25_regions"}
         assert hit.metadata["width"] > 0
     assert set(sample_engine.stats()["channels"]) == {"visual", "text", "bm25"}
-    # the fused order, derived by hand from each channel's own ranking: score = sum of 1 / (60 + rank)
-    fused: dict[str, float] = {}
-    for channel in ("visual", "text", "bm25"):
-        for hit in sample_engine.search(query, top_k=50, channels=[channel]):
-            fused[hit.page_id] = fused.get(hit.page_id, 0.0) + 1.0 / (60 + hit.rank)
-            if hit.page_id in {h.page_id for h in hits}:
-                assert next(h for h in hits if h.page_id == hit.page_id).metadata["channel_ranks"][channel] == hit.rank
+    # the visual channel alone ranks as its own search does
+    visual = {h.page_id: h.rank for h in sample_engine.search(query, top_k=50, channels=["visual"])}
+    everything = sample_engine.search(query, top_k=50)
+    for hit in everything:
+        assert hit.metadata["channel_ranks"]["visual"] == visual[hit.page_id]
+    # the fused order, derived by hand from the rankings: score = sum of weight / (60 + rank), where a text
+    # channel's page ranking and its best-region ranking weigh 1/2 each (search_engine.regions)
+    fused = {h.page_id: sum((1.0 if name == "visual" else 0.5) / (60 + rank)
+                            for name, rank in h.metadata["channel_ranks"].items()) for h in everything}
+    assert all({"text", "text_regions"} <= set(h.metadata["channel_ranks"]) for h in hits)
     expected = sorted(fused, key=lambda p: (-fused[p], list(sample_engine._state.page_ids).index(p)))[:4]
     assert [h.page_id for h in hits] == expected
     assert [h.score for h in hits] == pytest.approx([fused[p] for p in expected], rel=1e-9)
     assert hits[0].page_id.startswith("solar_energy_brief")
+    assert hits[0].regions and "Kestrel" in " ".join(r.snippet for r in hits[0].regions)
 
 
 def test_batch_search_equals_single_searches(sample_engine, sample_corpus):
