@@ -1,0 +1,552 @@
+"""Benchmark on real documents: ingestion speed and memory, retrieval, answer regions, end-to-end answers.
+
+Ingests a folder of PDFs (or page images) into a fresh index in a child process (pages/s and peak RSS
+of that process, the way a user's `vrag-search ingest` runs), asks every question of a question file
+through the `SearchEngine` (recall@1 / recall@5 of the reference page; whether the best region the
+index returns for the right page holds the answer), then runs the real agent end to end against the
+search server and a policy server — the CPU stand-in by default, any OpenAI-compatible endpoint with
+--policy-url — scored by the evaluation harness (`vrag_rl.evaluation`: contains, exact match), and
+counts honest "not found" answers apart from wrong ones. Prints a table per content type and writes a
+JSON file. A benchmark, not a test: it prints numbers and asserts nothing.
+
+    python scripts/fetch_dev_docs.py                                   # the dev corpus, once
+    python scripts/bench_real_docs.py                                  # dev corpus + scripts/devset questions
+    python scripts/bench_real_docs.py --docs DIR --questions q.jsonl --out runs/bench/mine.json
+    python scripts/bench_real_docs.py --sample-corpus                  # the bundled sample corpus's questions
+    python scripts/bench_real_docs.py --docs DIR --ingest-only         # pages/s and peak RSS only
+    python scripts/bench_real_docs.py --policy-url http://127.0.0.1:8001/v1 --model Qwen/Qwen2.5-VL-7B-Instruct
+
+Question files: upstream's `rag_dataset.json` layout, a JSON list or JSONL (`vrag_rl.evaluation.dataset`),
+with optional `content_type` (text / table / chart / figure) and `language` fields per question.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+DEFAULT_DOCS = Path("~/.cache/vrag/dev_docs").expanduser()
+DEFAULT_QUESTIONS = REPO / "scripts" / "devset" / "real_docs_dev.jsonl"
+CONTENT_TYPES = ("text", "table", "chart", "figure")
+
+# Phrasings of "the documents do not say": the stand-in's own fallback and common VLM ones, English and
+# Chinese. The demo (demo/render.py) shows the same phrasings as a not-found result; it imports
+# streamlit, so the benchmark cannot import it from there.
+_NOT_FOUND = re.compile(
+    r"\b(could not|couldn't|cannot|can't|unable to|did not|didn't) (find|locate|determine)\b|"
+    r"\b(not|no) (found|mentioned|stated|available|information|answer)\b|"
+    r"(未找到|没有找到|找不到|无法找到|无法确定|未提及|没有提到)", re.IGNORECASE)
+
+
+# ------------------------------------------------------------------------------------------- scoring
+
+
+def _compact(text: str) -> str:
+    """SQuAD-normalised text without spaces, after NFKC (ligatures such as 'ﬁ', full-width forms)."""
+    from vrag_rl.evaluation.metrics import normalize_answer
+
+    return normalize_answer(unicodedata.normalize("NFKC", text or "")).replace(" ", "")
+
+
+def answer_in_text(text: str, references: str | Sequence[str]) -> bool:
+    """Whether a region's text holds one of the reference answers.
+
+    Whole-token containment (the harness's `contains_match`) first; then containment with spaces removed,
+    because a text layer or OCR splits and joins tokens differently from the printed answer ("45
+    characters" vs "45characters", CJK text that has no spaces at all). References of one or two
+    characters only count as whole tokens, or "2" would be found in any page number.
+    """
+    from vrag_rl.evaluation.metrics import contains_match
+
+    refs = [references] if isinstance(references, str) else list(references)
+    if not text or not refs:
+        return False
+    if contains_match(text, refs) > 0:
+        return True
+    haystack = _compact(text)
+    return any(len(_compact(r)) > 2 and _compact(r) in haystack for r in refs)
+
+
+def is_not_found(prediction: str | None) -> bool:
+    """Whether an answer is an honest refusal ("I could not find ...") rather than an attempt."""
+    if not prediction or not prediction.strip():
+        return True
+    from vrag_rl.agent.prompts import NO_ANSWER_FALLBACK
+
+    text = prediction.strip()
+    return text == NO_ANSWER_FALLBACK or (len(text) < 200 and bool(_NOT_FOUND.search(text)))
+
+
+@dataclass
+class QuestionResult:
+    """Everything measured for one question; None where a stage did not run."""
+
+    uid: str
+    query: str
+    content_type: str
+    language: str
+    reference_page_ids: list[str]
+    reference_answer: list[str]
+    retrieved_page_ids: list[str] = field(default_factory=list)
+    rank: int | None = None  # 1-based rank of the first reference page in the top-k, None when absent
+    regions_returned: bool = False  # did the index return any region with the hit of the right page
+    best_region_holds: bool | None = None  # None: the index returned no regions for that hit
+    any_region_holds: bool | None = None
+    best_region: dict[str, Any] | None = None
+    prediction: str | None = None
+    status: str | None = None
+    em: float | None = None
+    contains: float | None = None
+    not_found: bool | None = None
+    error: str | None = None
+
+
+def _region_dict(region: Any) -> dict[str, Any]:
+    data = region.to_dict() if hasattr(region, "to_dict") else dict(region)
+    return {k: data.get(k) for k in ("region_id", "kind", "box", "snippet", "score")}
+
+
+def score_retrieval(result: QuestionResult, hits: Sequence[Any]) -> None:
+    """Fill the retrieval fields of `result` from the engine's hits (SearchHit-like: page_id, regions)."""
+    result.retrieved_page_ids = [h.page_id for h in hits]
+    wanted = set(result.reference_page_ids)
+    for rank, hit in enumerate(hits, start=1):
+        if hit.page_id not in wanted:
+            continue
+        result.rank = rank
+        regions = sorted(getattr(hit, "regions", None) or [], key=lambda r: -float(getattr(r, "score", 0.0)))
+        result.regions_returned = bool(regions)
+        if regions:
+            result.best_region = _region_dict(regions[0])
+            result.best_region_holds = answer_in_text(regions[0].snippet, result.reference_answer)
+            result.any_region_holds = any(answer_in_text(r.snippet, result.reference_answer) for r in regions)
+        break
+
+
+def score_answer(result: QuestionResult, record: dict[str, Any]) -> None:
+    """Fill the end-to-end fields from one evaluation-harness record (its metrics, not new ones)."""
+    result.prediction = record.get("prediction")
+    result.status = record.get("status")
+    result.em = record.get("em")
+    result.contains = record.get("contains")
+    result.error = record.get("error")
+    result.not_found = result.error is None and is_not_found(result.prediction)
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    kept = [float(v) for v in values if v is not None]
+    return sum(kept) / len(kept) if kept else None
+
+
+def summarize(results: Sequence[QuestionResult], key: str = "content_type") -> dict[str, dict[str, Any]]:
+    """Per group (content type or language) and overall: recall@1/@5, region containment, contains/EM,
+    not-found and wrong counts. A region score is None ("n/a") when the index returned no regions."""
+    groups: dict[str, list[QuestionResult]] = {}
+    for r in results:
+        groups.setdefault(getattr(r, key) or "unlabelled", []).append(r)
+    order = [g for g in CONTENT_TYPES if g in groups] + sorted(g for g in groups if g not in CONTENT_TYPES)
+    table = {g: _group_stats(groups[g]) for g in order}
+    table["overall"] = _group_stats(list(results))
+    return table
+
+
+def _group_stats(rows: Sequence[QuestionResult]) -> dict[str, Any]:
+    with_pages = [r for r in rows if r.reference_page_ids]
+    any_regions = any(r.regions_returned for r in rows)
+    answered = [r for r in rows if r.contains is not None or r.error is not None]
+
+    def region_score(attr: str) -> float | None:
+        if not any_regions:
+            return None
+        return _mean(1.0 if (r.rank is not None and getattr(r, attr)) else 0.0 for r in with_pages)
+
+    return {
+        "n": len(rows),
+        "recall@1": _mean(1.0 if r.rank == 1 else 0.0 for r in with_pages),
+        "recall@5": _mean(1.0 if r.rank is not None and r.rank <= 5 else 0.0 for r in with_pages),
+        "region_best": region_score("best_region_holds"),
+        "region_any": region_score("any_region_holds"),
+        "contains": _mean(r.contains for r in answered) if answered else None,
+        "em": _mean(r.em for r in answered) if answered else None,
+        "not_found": sum(1 for r in answered if r.not_found and not r.contains) if answered else None,
+        "wrong": sum(1 for r in answered if not r.contains and not r.not_found and r.error is None)
+        if answered else None,
+        "errors": sum(1 for r in answered if r.error) if answered else None,
+    }
+
+
+def format_table(table: dict[str, dict[str, Any]], title: str = "content type") -> str:
+    """A fixed-width text table of `summarize`'s output (percentages; n/a where not measured)."""
+    columns = [("n", "n"), ("recall@1", "R@1"), ("recall@5", "R@5"), ("region_best", "region"),
+               ("region_any", "any-reg"), ("contains", "contains"), ("em", "EM"), ("not_found", "not-found"),
+               ("wrong", "wrong"), ("errors", "errors")]
+
+    def cell(key: str, value: Any) -> str:
+        if value is None:
+            return "n/a"
+        if key in ("n", "not_found", "wrong", "errors"):
+            return str(value)
+        return f"{100 * value:.1f}"
+
+    header = [title] + [label for _, label in columns]
+    lines = [[name] + [cell(k, stats.get(k)) for k, _ in columns] for name, stats in table.items()]
+    widths = [max(len(row[i]) for row in [header, *lines]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(cells))
+
+    return "\n".join([line(header), "  ".join("-" * w for w in widths), *(line(row) for row in lines)])
+
+
+# ------------------------------------------------------------------------------------------ ingestion
+
+_INGEST_CHILD = """
+import json, resource, sys, time
+from search_engine.ingest import Ingestor
+args = json.loads(sys.argv[1])
+start = time.perf_counter()
+ingestor = Ingestor(args["index"], visual_model=args["visual_model"], text_model=args["text_model"],
+                    ocr_lang=args["ocr_lang"], progress=False)
+report = ingestor.add(args["inputs"])
+seconds = time.perf_counter() - start
+print("INGEST_RESULT " + json.dumps({"pages": report.pages, "seconds": seconds, "failed": report.failed,
+      "added": len(report.added), "self_maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+"""
+
+
+@dataclass
+class IngestionStats:
+    """Ingestion of one folder in a child process: pages embedded, seconds, memory."""
+
+    pages: int
+    documents: int
+    seconds_ingest: float  # inside the child: Ingestor construction (models load) + add()
+    seconds_wall: float  # the whole child process, interpreter start-up and imports included
+    pages_per_s: float
+    peak_rss_mib: float  # the child's own peak resident set (getrusage RUSAGE_SELF ru_maxrss)
+    peak_rss_tree_mib: float | None  # the child and its subprocesses (OCR...): summed PSS, sampled every 0.1 s
+    failed: dict[str, str]
+
+
+def measure_ingestion(inputs: Sequence[Path], index: Path, *, text_model: str | None = "minilm",
+                      visual_model: str | None = None, ocr_lang: str | None = None) -> IngestionStats:
+    """Ingest `inputs` into `index` in a fresh Python process and measure it.
+
+    A child process, because the benchmark itself holds other models in memory and a peak RSS taken
+    in-process would mix them in; psutil samples the child's process tree so OCR subprocesses count.
+    """
+    import psutil
+
+    spec = {"index": str(index), "inputs": [str(p) for p in inputs], "text_model": text_model,
+            "visual_model": visual_model, "ocr_lang": ocr_lang}
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", _INGEST_CHILD, json.dumps(spec)], cwd=str(REPO),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak_tree = 0
+    try:
+        parent = psutil.Process(proc.pid)
+        while proc.poll() is None:
+            try:
+                members = [parent, *parent.children(recursive=True)]
+                peak_tree = max(peak_tree, sum(_rss(p) for p in members))
+            except psutil.NoSuchProcess:
+                pass
+            time.sleep(0.1)
+    except psutil.NoSuchProcess:
+        pass
+    stdout, stderr = proc.communicate()
+    wall = time.perf_counter() - started
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("INGEST_RESULT ")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"ingestion failed (exit {proc.returncode}):\n{stderr[-4000:]}")
+    data = json.loads(lines[-1].split(" ", 1)[1])
+    pages = int(data["pages"])
+    return IngestionStats(pages=pages, documents=int(data["added"]), seconds_ingest=round(data["seconds"], 2),
+                          seconds_wall=round(wall, 2),
+                          pages_per_s=round(pages / data["seconds"], 3) if data["seconds"] > 0 else 0.0,
+                          peak_rss_mib=round(data["self_maxrss_kib"] / 1024, 1),
+                          peak_rss_tree_mib=round(peak_tree / 2**20, 1) if peak_tree else None,
+                          failed=data["failed"])
+
+
+def _rss(process: Any) -> int:
+    """Proportional set size where Linux gives it (shared pages split between the processes sharing them,
+    so forked workers are not counted twice), else the resident set."""
+    try:
+        try:
+            return int(process.memory_full_info().pss)
+        except Exception:  # no PSS on this platform (or no permission): RSS
+            return int(process.memory_info().rss)
+    except Exception:  # the process ended between listing and reading: it holds no memory now
+        return 0
+
+
+# ------------------------------------------------------------------------------------------ servers
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProcess:
+    """A project server (`python -m <module> serve ...`) on a loopback port, as run_demo.sh starts it."""
+
+    def __init__(self, name: str, args: list[str], health_url: str, log_path: Path):
+        self.name, self.health_url, self.log_path = name, health_url, log_path
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = log_path.open("w")
+        self.proc = subprocess.Popen([sys.executable, *args], cwd=str(REPO), stdout=self._log,
+                                     stderr=subprocess.STDOUT)
+
+    def wait_healthy(self, timeout: float = 180.0) -> None:
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited ({self.proc.returncode}); see {self.log_path}")
+            try:
+                if httpx.get(self.health_url, timeout=2.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        raise TimeoutError(f"{self.name} was not healthy in {timeout:.0f}s; see {self.log_path}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+def run_end_to_end(examples: Sequence[Any], index: Path, work_dir: Path, *, policy_url: str | None,
+                   model: str | None, api_key: str | None, policy_backend: str, max_turns: int,
+                   concurrency: int, episode_timeout: float | None) -> list[dict[str, Any]]:
+    """Run the agent on every example against a search server over `index` and a policy endpoint, scored
+    by `vrag_rl.evaluation.runner.run_evaluation`; returns its per-example records."""
+    from vrag_rl import VRAG
+    from vrag_rl.evaluation.runner import run_evaluation
+
+    servers: list[ServerProcess] = []
+    try:
+        search_port = _free_port()
+        search = ServerProcess("search server", ["-m", "search_engine", "serve", "--index", str(index),
+                                                 "--port", str(search_port)],
+                               f"http://127.0.0.1:{search_port}/health", work_dir / "search.log")
+        servers.append(search)
+        if policy_url is None:
+            policy_port = _free_port()
+            policy = ServerProcess("policy server", ["-m", "vrag_rl.policy_server", "serve", "--backend",
+                                                     policy_backend, "--port", str(policy_port)],
+                                   f"http://127.0.0.1:{policy_port}/health", work_dir / "policy.log")
+            servers.append(policy)
+            policy.wait_healthy()
+            policy_url = f"http://127.0.0.1:{policy_port}/v1"
+        search.wait_healthy()
+        options = {"base_url": policy_url, "search_url": f"http://127.0.0.1:{search_port}", "model": model,
+                   "api_key": api_key}
+        agent = VRAG(**{k: v for k, v in options.items() if v is not None}, max_turns=max_turns)
+        out = work_dir / "episodes.jsonl"
+        out.unlink(missing_ok=True)  # a fresh run: the harness would otherwise resume from old records
+        run_evaluation(agent, list(examples), concurrency=concurrency, out_path=out, progress=True, k=5,
+                       episode_timeout=episode_timeout)
+        from vrag_rl.evaluation.runner import read_records
+
+        return read_records(out)
+    finally:
+        for server in reversed(servers):
+            server.stop()
+
+
+# ------------------------------------------------------------------------------------------ driver
+
+
+def load_questions(path: Path) -> list[Any]:
+    """The question file as the evaluation harness reads it (EvalExample: uid, query, reference answer
+    and page ids; `content_type` / `language` land in `meta`)."""
+    from vrag_rl.evaluation.dataset import load_dataset
+
+    return load_dataset(path)
+
+
+def new_result(example: Any) -> QuestionResult:
+    refs = example.reference_answer
+    return QuestionResult(uid=example.uid, query=example.query,
+                          content_type=str(example.meta.get("content_type") or "unlabelled"),
+                          language=str(example.meta.get("language") or "unlabelled"),
+                          reference_page_ids=list(example.reference_page_ids),
+                          reference_answer=[refs] if isinstance(refs, str) else list(refs))
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                             timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return out.stdout.strip() + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    env = os.environ.get
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--docs", type=Path, default=None,
+                   help=f"folder (or file) of PDFs / page images to ingest (default {DEFAULT_DOCS})")
+    p.add_argument("--questions", type=Path, default=None,
+                   help=f"question file (default {DEFAULT_QUESTIONS.relative_to(REPO)})")
+    p.add_argument("--sample-corpus", action="store_true",
+                   help="use the bundled sample corpus (generated into data/sample_corpus/pdf) and its questions")
+    p.add_argument("--index", type=Path, default=None,
+                   help="index folder (default: a fresh one in a temporary folder, removed afterwards)")
+    p.add_argument("--reuse-index", action="store_true", help="use --index as it is: no ingestion")
+    p.add_argument("--ingest-only", action="store_true", help="measure ingestion only (no questions)")
+    p.add_argument("--no-e2e", action="store_true", help="retrieval and regions only, no agent episodes")
+    p.add_argument("--text-model", default="minilm", help="text embedder of the index ('none' for none)")
+    p.add_argument("--visual-model", default="none", help="visual embedder of the index (e.g. "
+                   "vidore/colqwen2-v1.0 on a GPU; default none)")
+    p.add_argument("--ocr-lang", default=None, help="tesseract languages (default: the engine's auto)")
+    p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--policy-url", default=env("VRAG_POLICY_URL"),
+                   help="OpenAI-compatible policy endpoint (default: start the CPU stand-in) [VRAG_POLICY_URL]")
+    p.add_argument("--model", default=env("VRAG_MODEL"), help="model name at --policy-url [VRAG_MODEL]")
+    p.add_argument("--api-key", default=env("VRAG_API_KEY") or env("OPENAI_API_KEY"),
+                   help="key for --policy-url [VRAG_API_KEY / OPENAI_API_KEY]")
+    p.add_argument("--policy-backend", default="rule-based",
+                   help="backend of the local policy server when no --policy-url (default rule-based)")
+    p.add_argument("--max-turns", type=int, default=6)
+    p.add_argument("--concurrency", type=int, default=2, help="episodes at once (the stand-in is CPU-bound)")
+    p.add_argument("--episode-timeout", type=float, default=300.0)
+    p.add_argument("--limit", type=int, default=None, help="ask only the first N questions")
+    p.add_argument("--out", type=Path, default=None,
+                   help="JSON report (default runs/bench_real_docs/<questions stem>.json)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    none = ("none", "off", "")
+    text_model = None if str(args.text_model).lower() in none else args.text_model
+    visual_model = None if str(args.visual_model).lower() in none else args.visual_model
+
+    docs, questions = args.docs, args.questions
+    if args.sample_corpus:
+        from search_engine.sample_corpus import generate_sample_corpus
+
+        corpus = generate_sample_corpus(REPO / "data" / "sample_corpus" / "pdf")
+        docs = docs or Path(corpus.files[0]).parent
+        questions = questions or Path(corpus.dataset_path)
+    docs = (docs or DEFAULT_DOCS).expanduser()
+    questions = questions or DEFAULT_QUESTIONS
+    if not args.reuse_index and not docs.exists():
+        hint = " (run scripts/fetch_dev_docs.py first)" if docs == DEFAULT_DOCS else ""
+        print(f"bench_real_docs: no documents at {docs}{hint}", file=sys.stderr)
+        return 2
+    if args.reuse_index and args.index is None:
+        print("bench_real_docs: --reuse-index needs --index", file=sys.stderr)
+        return 2
+
+    examples: list[Any] = []
+    if not args.ingest_only:
+        try:
+            examples = load_questions(questions)
+        except (OSError, ValueError) as exc:
+            print(f"bench_real_docs: {exc}", file=sys.stderr)
+            return 2
+        if args.limit is not None:
+            examples = examples[: args.limit]
+
+    work_dir = Path(tempfile.mkdtemp(prefix="bench_real_docs_"))
+    index = args.index or work_dir / "index"
+    report: dict[str, Any] = {"commit": git_commit(), "docs": str(docs), "questions": str(questions),
+                              "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                              "cpu_count": os.cpu_count(), "load_average_at_start": os.getloadavg()}
+    try:
+        if not args.reuse_index:
+            if index.exists() and any(index.iterdir()):  # never delete a user's index
+                print(f"bench_real_docs: {index} is not empty: remove it, or measure it as it is with "
+                      "--reuse-index", file=sys.stderr)
+                return 2
+            stats = measure_ingestion([docs], index, text_model=text_model, visual_model=visual_model,
+                                      ocr_lang=args.ocr_lang)
+            report["ingestion"] = asdict(stats)
+            print(f"ingestion: {stats.pages} pages of {stats.documents} documents in {stats.seconds_ingest:.1f} s "
+                  f"({stats.pages_per_s:.2f} pages/s; process {stats.seconds_wall:.1f} s with start-up), peak RSS "
+                  f"{stats.peak_rss_mib:.0f} MiB (process tree PSS {stats.peak_rss_tree_mib} MiB)"
+                  + (f", FAILED: {stats.failed}" if stats.failed else ""), flush=True)
+        if args.ingest_only:
+            return _finish(report, args, questions, results=None)
+
+        from search_engine.engine import SearchEngine
+
+        results = [new_result(ex) for ex in examples]
+        engine = SearchEngine.load(index)
+        started = time.perf_counter()
+        all_hits = engine.batch_search([ex.query for ex in examples], top_k=args.top_k)
+        report["retrieval_seconds"] = round(time.perf_counter() - started, 2)
+        for result, hits in zip(results, all_hits):
+            score_retrieval(result, hits)
+        del engine
+
+        if not args.no_e2e:
+            started = time.perf_counter()
+            records = run_end_to_end(examples, index, work_dir, policy_url=args.policy_url, model=args.model,
+                                     api_key=args.api_key, policy_backend=args.policy_backend,
+                                     max_turns=args.max_turns, concurrency=args.concurrency,
+                                     episode_timeout=args.episode_timeout)
+            report["e2e_seconds"] = round(time.perf_counter() - started, 1)
+            report["policy"] = args.policy_url or f"local {args.policy_backend} stand-in"
+            by_uid = {str(r["uid"]): r for r in records}
+            for result in results:
+                record = by_uid.get(result.uid)
+                if record is None:
+                    record = {"prediction": None, "status": "failed", "em": 0.0, "contains": 0.0,
+                              "error": "no record: the episode did not finish"}
+                score_answer(result, record)
+        return _finish(report, args, questions, results)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _finish(report: dict[str, Any], args: argparse.Namespace, questions: Path,
+            results: list[QuestionResult] | None) -> int:
+    if results is not None:
+        report["by_content_type"] = summarize(results, "content_type")
+        report["by_language"] = summarize(results, "language")
+        report["questions_detail"] = [asdict(r) for r in results]
+        print()
+        print(format_table(report["by_content_type"]))
+        print()
+        print(format_table(report["by_language"], title="language"))
+    report["load_average_at_end"] = os.getloadavg()  # timings on a shared machine mean little when this is high
+    out = args.out or REPO / "runs" / "bench_real_docs" / f"{Path(questions).stem}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2, ensure_ascii=False, default=str))
+    print(f"\ncommit {report['commit']}; report written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
