@@ -53,7 +53,8 @@ class RayEmbedderPool:
             ray.init(address=ray_address, ignore_reinit_error=True, log_to_driver=False)
         actor = ray.remote(num_gpus=num_gpus_per_worker, num_cpus=num_cpus_per_worker)(_EmbedWorker)
         self._ray = ray
-        self.workers = [actor.remote(factory) for _ in range(num_workers)]
+        # Ray's actor handles are generated at run time; typed Any (ray's stubs type the handle as the class)
+        self.workers: list[Any] = [actor.remote(factory) for _ in range(num_workers)]
         self.spec = ray.get(self.workers[0].spec.remote())
 
     def embed_images(self, images: Sequence[Image.Image]) -> list[np.ndarray]:

@@ -74,7 +74,9 @@ class SearchBatcher:
     def _take(self) -> list[_Request]:
         """The first queued request and every later one with the same key, up to `max_queries` queries."""
         first = self._queue[0]
-        batch, rest, size = [], [], 0
+        batch: list[_Request] = []
+        rest: list[_Request] = []
+        size = 0
         for request in self._queue:
             if request.key == first.key and (not batch or size + len(request.queries) <= self.max_queries):
                 batch.append(request)

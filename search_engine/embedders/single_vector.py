@@ -75,14 +75,14 @@ class LastTokenVLEmbedder:
         return self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
 
     def embed_queries(self, queries: Sequence[str]) -> list[np.ndarray]:
-        out = []
+        out: list[np.ndarray] = []
         for chunk in batched(list(queries), max(self.batch_size, 16)):
             prompts = [self._template(self._messages(self.instructions["query"], q, None)) for q in chunk]
             out.extend(row[None, :] for row in self._embed(prompts, None))
         return out
 
     def embed_images(self, images: Sequence[Image.Image]) -> list[np.ndarray]:
-        out = []
+        out: list[np.ndarray] = []
         for chunk in batched(list(images), self.batch_size):
             prompts = [self._template(self._messages(self.instructions["document"], None, im)) for im in chunk]
             out.extend(row[None, :] for row in self._embed(prompts, [im.convert("RGB") for im in chunk]))
