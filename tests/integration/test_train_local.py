@@ -95,7 +95,7 @@ def test_lora_step_trains_adapters_only(text_search_server, task_model, tmp_path
     from vrag_rl.train.trainer import LocalTrainer
 
     config = _config(tmp_path, task_model, text_search_server.url, steps=1, questions_per_step=1,
-                     rollouts_per_question=2, kl_coef=0.01, lr=0.01, algo="ggpo",
+                     rollouts_per_question=2, kl_coef=0.01, lr=0.01, algorithm="ggpo",
                      lora={"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]})
     trainer = LocalTrainer(config, progress=False)
     names = {n for n, p in trainer.model.named_parameters() if p.requires_grad}
@@ -104,7 +104,7 @@ def test_lora_step_trains_adapters_only(text_search_server, task_model, tmp_path
     record = trainer.train()[0]
     changed = {n for n, p in trainer.model.named_parameters() if not torch.equal(p, before[n])}
     assert changed <= names
-    assert record["algo"] == "ggpo" and record["episodes"] == 2 and record["kl"] >= 0.0
+    assert record["algorithm"] == "ggpo" and record["episodes"] == 2 and record["kl"] >= 0.0
     assert (tmp_path / "run" / "checkpoints").is_dir() and trainer.latest_checkpoint() is not None
 
 

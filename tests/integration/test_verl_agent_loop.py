@@ -41,6 +41,8 @@ REPLIES = [
     "<think>The table says it.</think><answer>$341 million</answer>",
 ]
 REFERENCE_PAGE = "acme_annual_report_2023_2"
+GGPO = ["vrag.algorithm=ggpo", "algorithm.adv_estimator=ggpo", "actor_rollout_ref.actor.policy_loss.loss_mode=gspo",
+        "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean"]  # what configs/verl/parts/ggpo.yaml sets
 
 
 class TinyQwenServerManagerDouble:
@@ -196,7 +198,7 @@ def test_agent_loop_runs_a_real_episode_and_returns_what_verl_trains_on(tiny, ro
     assert extra["shown_pages"] == [REFERENCE_PAGE]
     graph = extra["step_graph"]
     assert graph["answer_id"] == "t2" and {n["step_id"]: n["parent_ids"] for n in graph["nodes"]} == \
-        {"t0": ["root"], "t1": ["t0"], "t2": ["t1"]}
+        {"t0": ["root"], "t1": ["t0"], "t2": ["t0", "t1"]}  # the answer reads the page and the crop
     parts = extra["reward_parts"]
     assert (parts["outcome"], parts["format"], parts["retrieval"]) == (1.0, 1.0, 1.0)  # EM, well-formed, page first
     assert output.reward_score == pytest.approx(parts["total"]) == pytest.approx(1.0)
@@ -220,20 +222,20 @@ def test_agent_loop_runs_a_real_episode_and_returns_what_verl_trains_on(tiny, ro
     assert batch.non_tensor_batch["pages_per_turn"][0][0][0][0] == REFERENCE_PAGE
 
 
-def test_ggpo_zeroes_the_dead_end_search_of_a_correct_episode(tiny, row, text_search_server):
-    """A correct episode whose first search led nowhere: GGPO prunes that turn's tokens from the mask."""
+def test_ggpo_zeroes_the_turn_that_added_nothing_in_a_correct_episode(tiny, row, text_search_server):
+    """A correct episode whose first turn put nothing into the context (no action): GGPO prunes its tokens."""
     model, processor = tiny
     kwargs, _ = row
-    replies = ["<think>look</think><search>solar power plant capacity</search>", *REPLIES[:1],
+    replies = ["<think>look</think>I am not sure yet.", *REPLIES[:1],
                "<think>done</think><answer>$341 million</answer>"]
     double = TinyQwenServerManagerDouble(model, processor, replies)
     loop, cfg = _loop_and_config(double, processor, text_search_server.url,
-                                 ["vrag.algorithm=ggpo", "algorithm.adv_estimator=ggpo"])
+                                 GGPO)
     output = asyncio.run(loop.run(_sampling(cfg), **kwargs))
     extra = output.extra_fields
-    assert extra["turn_actions"] == ["search", "search", "answer"]
+    assert extra["turn_actions"] == ["invalid", "search", "answer"]
     assert extra["reward_parts"]["outcome"] == 1.0
-    assert extra["ggpo_pruned_turns"] == [0]  # the first search is off the root→answer path
+    assert extra["ggpo_pruned_turns"] == [0]  # the invalid turn is off the root→answer path
     tok = processor.tokenizer
     first = tok(replies[0], add_special_tokens=False)["input_ids"]
     assert output.response_ids[:len(first)] == first
@@ -271,7 +273,7 @@ def test_verls_own_agent_loop_worker_runs_the_plugin_from_a_parquet_batch(tiny, 
     kwargs, agent_name = row
     double = TinyQwenServerManagerDouble(model, processor, REPLIES)
     _loop, cfg = _loop_and_config(double, processor, text_search_server.url, [
-        "vrag.algorithm=ggpo", "algorithm.adv_estimator=ggpo", f"actor_rollout_ref.model.path={tiny_qwen25vl_dir}",
+        *GGPO, f"actor_rollout_ref.model.path={tiny_qwen25vl_dir}",
         "actor_rollout_ref.rollout.n=2"])
     worker = AgentLoopWorker(cfg, llm_client=double)
     item = {**kwargs, "agent_name": agent_name}

@@ -177,7 +177,7 @@ def test_reward_grpo_ggpo_and_verls_policy_loss_on_one_batch(batch, composed):
 
     from vrag_rl.algos import grpo_advantages
     from vrag_rl.rollout import Trajectory
-    from vrag_rl.verl_plugins.agent_loop import ggpo_pruned_turns
+    from vrag_rl.algos import AlgorithmSettings
     from vrag_rl.verl_plugins.reward import episode_from_record, reference_from_extra_info
 
     data, spans, processor = batch
@@ -205,8 +205,8 @@ def test_reward_grpo_ggpo_and_verls_policy_loss_on_one_batch(batch, composed):
         info = scored[row]["reward_extra_info"]  # the parts compute_score returned, logged by verl
         assert info["outcome"] == (1.0 if name in ("A1", "A2", "B3") else 0.0), name
         breakdown = RewardBreakdown(info["score"], info["outcome"], info["format"], info["retrieval"])
-        pruned = ggpo_pruned_turns(trajectory, breakdown,
-                                   reference_from_extra_info(extra), 0.5)
+        pruned = trajectory.pruned_turns(AlgorithmSettings("ggpo"), breakdown.outcome,
+                                         reference_from_extra_info(extra).reference_pages)
         assert pruned == PRUNED.get(name, []), name
         for turn in pruned:
             ggpo_mask[row, spans[name][turn][0]:spans[name][turn][1]] = 0

@@ -1,7 +1,17 @@
-"""Advantage estimators and policy losses: small pure functions, tested against hand values and verl."""
+"""Advantage estimators, policy losses and the one objective: small pure functions, tested against hand values
+and verl."""
 from vrag_rl.algos.ggpo import ggpo_step_mask, ggpo_turn_mask
 from vrag_rl.algos.grpo import grpo_advantages
 from vrag_rl.algos.losses import aggregate, entropy_from_logits, low_var_kl, ppo_clip_loss
+from vrag_rl.algos.objective import policy_objective
+from vrag_rl.algos.settings import (
+    ALGORITHMS,
+    AlgorithmSettings,
+    AlgorithmSettingsError,
+    GGPOSettings,
+    algorithm_settings,
+)
 
-__all__ = ["aggregate", "entropy_from_logits", "ggpo_step_mask", "ggpo_turn_mask", "grpo_advantages", "low_var_kl",
-           "ppo_clip_loss"]
+__all__ = ["ALGORITHMS", "AlgorithmSettings", "AlgorithmSettingsError", "GGPOSettings", "aggregate",
+           "algorithm_settings", "entropy_from_logits", "ggpo_step_mask", "ggpo_turn_mask", "grpo_advantages",
+           "low_var_kl", "policy_objective", "ppo_clip_loss"]

@@ -14,10 +14,13 @@ The definitions, for any agent that hands over a `StepGraph` (VimRAG hands its m
   a trajectory with no answer node has an empty path (so, if it were counted correct, every step
   would be pruned — the trainer only calls it correct when the outcome is);
 - a step *retrieved reference evidence* when its `evidence_ids` meet the reference pages.
-For the VRAG agent (`vrag_rl.agent.loop.Episode.step_graph`): a search step builds on the root and
+For the VRAG agent (`vrag_rl.agent.step_graph.vrag_step_graph`): a search step builds on the root and
 its evidence is the pages it showed; a crop builds on the step that showed the image it cuts, its
-evidence the page it cuts from; the answer builds on the step that showed the last image. So in a
-correct episode a search whose page was never cropped or answered from is a dead end.
+evidence the page it cuts from; the answer builds on every step that put an image into its context
+(what the model could have read). So in a correct episode the pruned steps are those that added
+nothing the model could read (failed or empty searches, invalid replies), never the step that showed
+the evidence; in a wrong one, the steps that showed a reference page keep their tokens out of the
+negative gradient.
 """
 from __future__ import annotations
 

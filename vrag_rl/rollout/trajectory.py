@@ -6,6 +6,7 @@ retrieved per turn in rank order, crops, the step graph) — everything the rewa
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,7 @@ from vrag_rl.agent.policies.local_transformers import expected_image_tokens, ima
 from vrag_rl.agent.result import EpisodeResult, TurnRecord
 from vrag_rl.agent.step_graph import StepGraph
 from vrag_rl.algos.ggpo import ggpo_turn_mask
+from vrag_rl.algos.settings import AlgorithmSettings
 
 
 @dataclass
@@ -61,6 +63,16 @@ class Trajectory:
         n_turns = max(len(self.turn_spans), len(self.turn_records))
         mask = ggpo_turn_mask(self.step_graph, correct, set(reference_evidence), n_turns)
         return [turn for turn in range(len(self.turn_spans)) if mask[turn]]
+
+    def pruned_turns(self, settings: AlgorithmSettings, outcome: float | None,
+                     reference_pages: Iterable[str]) -> list[int]:
+        """The turns the configured algorithm removes from the loss: none for GRPO (or an unscored episode),
+        GGPO's prune set for GGPO with `settings.is_correct(outcome)` as r. The local trainer and the verl
+        agent loop both call this, so one config prunes the same turns in both.
+        """
+        if not settings.prunes or outcome is None:
+            return []
+        return self.ggpo_pruned_turns(settings.is_correct(outcome), set(reference_pages))
 
     def loss_mask(self, pruned_turns: list[int] = ()) -> list[int]:
         """`response_mask` with the tokens of `pruned_turns` set to 0."""

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     records = trainer.train()
     if records:
-        path = plot_runs({config.algo.upper(): records}, f"{config.output_dir}/curves.png")
+        path = plot_runs({config.algorithm.upper(): records}, f"{config.output_dir}/curves.png")
         print(f"{len(records)} steps; last reward {records[-1]['reward']:.3f}; metrics in "
               f"{config.output_dir}/metrics.jsonl; plot {path}")
     return 0

@@ -3,6 +3,10 @@
 Every knob of a local run lives here so a run is described by its file alone: the model, the task,
 the agent (`AgentConfig` fields), the prompts, the reward (`RewardConfig`), the algorithm and the
 optimiser. Unknown keys are an error (a typo must not silently fall back to a default).
+
+The algorithm keys are the same as in the verl plugin's `vrag:` section (`algorithm: grpo | ggpo`,
+`ggpo.correct_threshold`), read by the same function (`vrag_rl.algos.settings.algorithm_settings`);
+the old `algo` and top-level `correct_threshold` keys still load, with a deprecation warning.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ import yaml
 
 from vrag_rl.agent.config import AgentConfig
 from vrag_rl.agent.prompts import Prompts
+from vrag_rl.algos.settings import AlgorithmSettings, GGPOSettings, algorithm_settings
 from vrag_rl.rewards import RewardConfig
 
 
@@ -39,7 +44,8 @@ class TrainConfig:
     tasks: str  # JSON list of {"id", "question", "answer", "reference_pages"}
     output_dir: str
     search_url: str = "http://127.0.0.1:8002"
-    algo: str = "grpo"  # "grpo" (token-level PPO-clip) | "ggpo" (GSPO per step, GGPO prune mask)
+    algorithm: str = "grpo"  # "grpo" (token-level PPO-clip) | "ggpo" (GSPO sequence ratio + GGPO prune mask)
+    ggpo: GGPOSettings = field(default_factory=GGPOSettings)  # correct_threshold (default 0.5, see algos/settings)
     seed: int = 0
     steps: int = 100
     questions_per_step: int = 4
@@ -53,7 +59,6 @@ class TrainConfig:
     kl_coef: float = 0.01  # low_var_kl to the reference policy (upstream 0.01); 0 = no reference model
     entropy_coef: float = 0.0  # entropy is always logged; a bonus only when > 0
     norm_adv_by_std: bool = True  # False = Dr.GRPO
-    correct_threshold: float = 1.0  # GGPO's r = 1 when the outcome score reaches this
     checkpoint_every: int = 10
     keep_checkpoints: int = 2
     device: str = "cpu"
@@ -67,8 +72,9 @@ class TrainConfig:
     reward: dict[str, Any] = field(default_factory=dict)  # RewardConfig fields
 
     def __post_init__(self) -> None:
-        if self.algo not in ("grpo", "ggpo"):
-            raise ValueError(f"algo must be 'grpo' or 'ggpo', not {self.algo!r}")
+        if isinstance(self.ggpo, dict):
+            self.ggpo = algorithm_settings({"algorithm": self.algorithm, "ggpo": dict(self.ggpo)}).ggpo
+        self.algorithm_settings()  # validates the algorithm name
         if self.steps < 0 or self.questions_per_step < 1 or self.rollouts_per_question < 1:
             raise ValueError("need steps >= 0, questions_per_step >= 1, rollouts_per_question >= 1")
         if self.ppo_epochs < 1:
@@ -79,6 +85,10 @@ class TrainConfig:
             self.sft = SFTConfig(**self.sft)
         self.agent_config()  # validate early
         self.reward_config()
+
+    def algorithm_settings(self) -> AlgorithmSettings:
+        """The algorithm and GGPO settings, in the type the verl plugin uses too."""
+        return AlgorithmSettings(self.algorithm, self.ggpo)
 
     def agent_config(self) -> AgentConfig:
         return AgentConfig(**self.agent)
@@ -99,6 +109,8 @@ def load_config(path: str | Path, **overrides: Any) -> TrainConfig:
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a run config is a YAML mapping")
     data.update({k: v for k, v in overrides.items() if v is not None})
+    settings = algorithm_settings(data, where="", legacy_algo=True, legacy_threshold=True)  # pops the keys
+    data.update(algorithm=settings.algorithm, ggpo=settings.ggpo)
     known = {f.name for f in fields(TrainConfig)}
     unknown = sorted(set(data) - known)
     if unknown:

@@ -26,11 +26,15 @@ forward pass, accumulating gradients with the whole batch's token / segment coun
 (`ppo_epochs` passes; `old_log_prob` is the log-prob under the policy that sampled, taken in the
 first pass, so later passes are clipped PPO updates; with one pass the ratio is 1, verl's on-policy
 case).
-- GRPO: token-level PPO-clip, "token-mean" aggregation.
-- GGPO: GSPO ratio per model turn (segment), the GGPO prune mask zeroing pruned turns,
-  "segment-mean-token-mean" normalised by the unpruned segment count.
+The loss is `vrag_rl.algos.policy_objective`, verl 0.9.1's actor loss (tested equal to its `ppo_loss`
+on the same batch), with the step's batch as verl's mini-batch:
+- GRPO: token-level PPO-clip, "token-mean" over the batch's loss-mask tokens.
+- GGPO: the GGPO prune mask zeroing pruned turns (`Trajectory.pruned_turns`, the same call as the verl
+  agent loop), GSPO's sequence ratio over the kept tokens, "seq-mean-token-mean" divided by the
+  batch's number of trajectories, fully pruned ones included (as verl's `global_batch_size`).
 - KL: low_var_kl to a frozen reference policy (the policy as RL starts — after any SFT warm start —
-  or, with LoRA, the base model with adapters disabled), coefficient `kl_coef`.
+  or, with LoRA, the base model with adapters disabled), coefficient `kl_coef`, aggregated like the
+  policy loss (as verl's `use_kl_loss`); entropy likewise with `entropy_coef`.
 """
 from __future__ import annotations
 
@@ -51,7 +55,7 @@ from tqdm.auto import tqdm
 from search_engine.client import SearchClient
 from vrag_rl.agent.page_images import PageImageStore
 from vrag_rl.agent.policies.local_transformers import LocalTransformersGenerate
-from vrag_rl.algos import grpo_advantages, low_var_kl, ppo_clip_loss
+from vrag_rl.algos import grpo_advantages, policy_objective
 from vrag_rl.rewards import RewardBreakdown, score_episode
 from vrag_rl.rollout import Trajectory, rollout_batch
 from vrag_rl.train.config import TrainConfig
@@ -218,21 +222,15 @@ class LocalTrainer:
             trajectory.reward = reward
         return trajectories, list(rewards)
 
-    def _loss_masks(self, trajectories: list[Trajectory]) -> tuple[list[torch.Tensor], list[torch.Tensor], int]:
-        """Per trajectory: the loss mask (model tokens minus GGPO-pruned turns) and the turn id of each token."""
-        masks, segments, pruned = [], [], 0
+    def _loss_masks(self, trajectories: list[Trajectory]) -> tuple[list[torch.Tensor], int]:
+        """Per trajectory: the loss mask (model tokens minus the algorithm's pruned turns); and the pruned count."""
+        settings = self.config.algorithm_settings()
+        masks, pruned = [], 0
         for t in trajectories:
-            seg = torch.full((1, len(t.response_ids)), -1, dtype=torch.long)
-            for turn, (start, end) in enumerate(t.turn_spans):
-                seg[0, start:end] = turn
-            pruned_turns: list[int] = []
-            if self.config.algo == "ggpo":
-                pruned_turns = t.ggpo_pruned_turns(t.reward.outcome >= self.config.correct_threshold,
-                                                   set(t.extra["reference"].reference_pages))
-                pruned += len(pruned_turns)
+            pruned_turns = t.pruned_turns(settings, t.reward.outcome, t.extra["reference"].reference_pages)
+            pruned += len(pruned_turns)
             masks.append(torch.tensor([t.loss_mask(pruned_turns)], dtype=torch.float32))
-            segments.append(seg)
-        return masks, segments, pruned
+        return masks, pruned
 
     def rl_step(self) -> dict[str, Any]:
         """One rollout + update step; returns its metrics record."""
@@ -243,11 +241,10 @@ class LocalTrainer:
         rollout_s = time.perf_counter() - started
         totals = torch.tensor([r.total for r in rewards], dtype=torch.float32)
         advantages = grpo_advantages(totals, [t.group_id for t in trajectories], norm_by_std=cfg.norm_adv_by_std)
-        masks, segments, pruned = self._loss_masks(trajectories)
-        level = "sequence" if cfg.algo == "ggpo" else "token"
+        masks, pruned = self._loss_masks(trajectories)
+        settings = cfg.algorithm_settings()
         token_den = max(float(sum(m.sum() for m in masks)), 1.0)
-        # GGPO: normalise by the total segment (model turn) count, pruned ones included
-        segment_den = max(float(sum(len(t.turn_spans) for t in trajectories)), 1.0)
+        sequence_den = float(len(trajectories))  # verl's global_batch_size: every sequence, fully pruned included
         started = time.perf_counter()
         self.model.train()
         sums = {"loss": 0.0, "kl": 0.0, "entropy": 0.0, "clipfrac": 0.0, "logprob_gap": 0.0}
@@ -256,7 +253,7 @@ class LocalTrainer:
         grad_norm = 0.0
         for epoch in range(cfg.ppo_epochs):
             last = epoch == cfg.ppo_epochs - 1
-            for i, (t, adv, mask, seg) in enumerate(zip(trajectories, advantages, masks, segments)):
+            for i, (t, adv, mask) in enumerate(zip(trajectories, advantages, masks)):
                 if mask.sum() == 0:
                     continue
                 logprobs, entropy = response_logprobs(self.model, self.processor, t, self._temperature,
@@ -266,23 +263,16 @@ class LocalTrainer:
                     refs[i] = self._reference_logprobs(t)
                 mask = mask.to(logprobs.device)
                 adv_t = torch.full_like(logprobs, float(adv))
-                pg_loss, pg_metrics = ppo_clip_loss(
-                    logprobs, olds[i], adv_t, mask, clip_low=cfg.clip_low, clip_high=cfg.clip_high, level=level,
-                    segment_ids=seg.to(logprobs.device) if level == "sequence" else None,
-                    denominator=segment_den if level == "sequence" else token_den)
-                loss = pg_loss
-                kl_sum = None
-                if refs[i] is not None:
-                    kl_sum = (low_var_kl(logprobs, refs[i].to(logprobs.device)) * mask).sum()
-                    loss = loss + cfg.kl_coef * kl_sum / token_den
-                ent_sum = (entropy * mask).sum()
-                if cfg.entropy_coef > 0:
-                    loss = loss - cfg.entropy_coef * ent_sum / token_den
+                ref = refs[i].to(logprobs.device) if refs[i] is not None else None
+                loss, pg_metrics = policy_objective(
+                    logprobs, olds[i], adv_t, mask, settings, batch_tokens=token_den, batch_sequences=sequence_den,
+                    ref_log_prob=ref, kl_coef=cfg.kl_coef, entropy=entropy, entropy_coef=cfg.entropy_coef,
+                    clip_low=cfg.clip_low, clip_high=cfg.clip_high)
                 loss.backward()
                 if epoch == 0:  # metrics of the policy that produced the batch
                     sums["loss"] += float(loss.detach())
-                    sums["kl"] += float(kl_sum.detach()) if kl_sum is not None else 0.0
-                    sums["entropy"] += float(ent_sum.detach())
+                    sums["kl"] += pg_metrics["kl_sum"]
+                    sums["entropy"] += pg_metrics["entropy_sum"]
                     model_pos = torch.tensor([t.response_mask], device=logprobs.device) > 0
                     recorded = torch.tensor([t.response_logprobs], device=logprobs.device)
                     gap = (logprobs.detach() - recorded).abs()[model_pos]
@@ -307,12 +297,12 @@ class LocalTrainer:
             return float(sum(values) / len(values)) if values else 0.0
 
         return {
-            "step": self.step, "algo": self.config.algo, "episodes": n,
+            "step": self.step, "algorithm": self.config.algorithm, "episodes": n,
             "reward": mean([r.total for r in rewards]),
             "outcome": mean([r.outcome for r in rewards]),
             "format": mean([r.format for r in rewards]),
             "retrieval": mean([r.retrieval for r in rewards]),
-            "accuracy": mean([float(r.outcome >= self.config.correct_threshold) for r in rewards]),
+            "accuracy": mean([float(self.config.algorithm_settings().is_correct(r.outcome)) for r in rewards]),
             "answer_rate": mean([float(t.result.status in ANSWERED) for t in trajectories]),
             "invalid_action_rate": mean([float(not r.valid) for r in turns]),
             "turns": mean([t.num_turns for t in trajectories]),
@@ -338,7 +328,7 @@ class LocalTrainer:
         if not self.sft_done:
             self.run_sft()
             self.save_checkpoint()
-        bar = tqdm(total=self.config.steps, initial=self.step, desc=self.config.algo, disable=not self.progress)
+        bar = tqdm(total=self.config.steps, initial=self.step, desc=self.config.algorithm, disable=not self.progress)
         while self.step < self.config.steps:
             record = self.rl_step()
             self.metrics.append(record)

@@ -7,15 +7,24 @@ row's `agent_name` column) and awaits `run(sampling_params, **row)`. It is an ad
   generate function (`ServerManagerGenerate`) and the project's search server as the tool;
 - the reward is `vrag_rl.rewards.score_episode` (unless `vrag.score_in_loop=false`, then verl's
   reward workers call `vrag_rl/verl_plugins/reward.py` with the same function);
-- GGPO: `vrag_rl.algos.ggpo_turn_mask` decides the pruned turns; their tokens get mask 0 here,
-  because verl's advantage estimators never see the step graph (the `ggpo` estimator then reads
-  the mask).
+- GGPO: `Trajectory.pruned_turns` (the local trainer's call too, with the same `AlgorithmSettings`)
+  decides the pruned turns; their tokens get mask 0 here, because verl's advantage estimators never
+  see the step graph (the `ggpo` estimator then reads the mask);
+- what verl's trainer reads of the generations (`global_steps`, `min_global_steps`,
+  `max_global_steps`, speculative-decoding counts; `num_preempted` in the metrics) is passed on from
+  the server's outputs (`generate.ServerFields`): the v1 trainer (verl's default) tags every
+  trajectory with the weight versions and crashed on `int(None)` at the end of step 1 without them;
+- an episode with no model token (its first generate failed, or its first reply was rejected for a
+  vision special token) still returns a valid output: one filler token with mask 0, reward 0, the
+  same extra-field keys as every other output — verl's conversion needs at least one response token
+  (`rm_scores[-1]`) and, under v1, a raising session drops the question's whole group.
 
 What it returns is verl's `AgentLoopOutput`: prompt ids, the response (model turns with mask 1,
 observations — text and image tokens — with mask 0), the sampled logprobs, the images the model
 saw (`multi_modal_data["images"]`, in order, exactly as many as the ids have image placeholders),
-`reward_score`, and `extra_fields` with the pages retrieved per turn, the turn graph, the reward
-parts (also as `reward_extra_info`, which verl logs) and the episode record for reward.py.
+`reward_score`, and `extra_fields` with the server's fields above, the pages retrieved per turn, the
+turn graph, the reward parts (also as `reward_extra_info`, which verl logs) and the episode record for
+reward.py.
 """
 from __future__ import annotations
 
@@ -26,8 +35,9 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 from search_engine.client import SearchClient
 from vrag_rl.agent.page_images import PageImageStore
 from vrag_rl.agent.policies.local_transformers import image_token_id
+from vrag_rl.agent.policies.token_recorder import template_form, vision_token_ids
 from vrag_rl.agent.prompts import Prompts
-from vrag_rl.rewards import RewardBreakdown, RewardReference, score_episode
+from vrag_rl.rewards import score_episode
 from vrag_rl.rollout import RolloutTask, Trajectory
 from vrag_rl.rollout.runner import run_one
 from vrag_rl.verl_plugins.generate import ServerManagerGenerate
@@ -35,12 +45,15 @@ from vrag_rl.verl_plugins.reward import RECORD_KEY, episode_record, reference_fr
 from vrag_rl.verl_plugins.settings import PluginSettings, plugin_settings
 
 _PAGES = PageImageStore()  # page images shared by the episodes of this worker process (bounded LRU)
+REWARD_PARTS = ("total", "outcome", "format", "retrieval")
 
 
-def ggpo_pruned_turns(trajectory: Trajectory, reward: RewardBreakdown, reference: RewardReference,
-                      correct_threshold: float) -> list[int]:
-    """The model turns GGPO removes from the loss (VimRAG's μ = 1), from the episode's step graph."""
-    return trajectory.ggpo_pruned_turns(reward.outcome >= correct_threshold, set(reference.reference_pages))
+def filler_token_id(tokenizer: Any) -> int:
+    """The token an output with no model token carries (mask 0): the pad token, else the end-of-text token."""
+    for token_id in (getattr(tokenizer, "pad_token_id", None), getattr(tokenizer, "eos_token_id", None)):
+        if isinstance(token_id, int):
+            return token_id
+    raise ValueError("the tokenizer has neither a pad nor an eos token to fill an empty response with")
 
 
 def fit_response(trajectory: Trajectory, mask: list[int], image_token: int) -> tuple[list[int], list[int],
@@ -72,6 +85,8 @@ class VRAGAgentLoop(AgentLoopBase):
         self.settings: PluginSettings = plugin_settings(self.config)
         self.response_length = int(self.rollout_config.response_length)
         self.image_token = image_token_id(self.processor)
+        self.vision_ids = vision_token_ids(self.processor.tokenizer)
+        self.rollout_name = getattr(self.rollout_config, "name", None)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         extra_info = dict(kwargs.get("extra_info") or {})
@@ -81,7 +96,9 @@ class VRAGAgentLoop(AgentLoopBase):
         reference = reference_from_extra_info(extra_info, (kwargs.get("reward_model") or {}).get("ground_truth"))
         group = str(kwargs.get("uid", extra_info.get("uid", extra_info.get("index", ""))))
         settings = self.settings
-        generate = ServerManagerGenerate(self.server_manager, sampling_params, self.response_length)
+        suppress = self.vision_ids if settings.suppress_vision_tokens else {}
+        generate = ServerManagerGenerate(self.server_manager, sampling_params, self.response_length,
+                                         suppress_token_ids=suppress, rollout_name=self.rollout_name)
         search = SearchClient(settings.search.url, api_key=settings.search.api_key, timeout=settings.search.timeout_s,
                               max_retries=settings.search.retries)
         try:
@@ -93,13 +110,17 @@ class VRAGAgentLoop(AgentLoopBase):
         result = trajectory.result
 
         reward = await score_episode(result, reference, settings.reward_config()) if settings.score_in_loop else None
-        pruned: list[int] = []
-        if settings.algorithm == "ggpo" and reward is not None:
-            pruned = ggpo_pruned_turns(trajectory, reward, reference, settings.prune_correct_threshold)
+        pruned = trajectory.pruned_turns(settings.algorithm_settings, None if reward is None else reward.outcome,
+                                         reference.reference_pages)
         mask = trajectory.loss_mask(pruned)
         response_ids, mask, logprobs, images = fit_response(trajectory, mask, self.image_token)
+        prompt_ids = list(trajectory.prompt_ids) or self._initial_prompt_ids(question)
+        empty = not response_ids
+        if empty:  # no model token: one masked filler token, so verl's conversion has a response to hold the reward
+            response_ids, mask, logprobs, images = [filler_token_id(self.processor.tokenizer)], [0], [0.0], []
 
         extra_fields: dict[str, Any] = {
+            **generate.fields.for_output(kwargs.get("global_steps")),
             "pages_per_turn": trajectory.pages_per_turn,
             "shown_pages": list(result.retrieved_page_ids),
             "turn_actions": [record.action for record in result.turn_records],
@@ -111,25 +132,36 @@ class VRAGAgentLoop(AgentLoopBase):
             "turn_scores": [],
             "tool_rewards": [],
         }
+        reward_score = None
         if reward is not None:
             parts = {"total": reward.total, "outcome": reward.outcome, "format": reward.format,
                      "retrieval": reward.retrieval}
+            if empty:  # nothing of the model's to credit or blame: zero reward (the group still has its member)
+                parts = dict.fromkeys(REWARD_PARTS, 0.0)
+            reward_score = float(parts["total"])
             extra_fields["reward_parts"] = parts
-            extra_fields["reward_extra_info"] = {
-                **{f"vrag/{k}": float(v) for k, v in parts.items()},
+            extra_fields["reward_extra_info"] = {  # the same keys for every output (verl stacks them per key)
+                **{f"vrag/{k}": float(parts[k]) for k in REWARD_PARTS},
                 "vrag/turns": float(len(trajectory.turn_spans)), "vrag/ggpo_pruned_turns": float(len(pruned)),
-                "vrag/answered": float(result.answered),
+                "vrag/answered": float(result.answered), "vrag/empty_response": float(empty),
             }
         timings = result.timings
         return AgentLoopOutput(
-            prompt_ids=list(trajectory.prompt_ids),
+            prompt_ids=prompt_ids,
             response_ids=response_ids,
             response_mask=mask,
             response_logprobs=logprobs,
             multi_modal_data={"images": images} if images else {},
-            reward_score=None if reward is None else float(reward.total),
+            reward_score=reward_score,
             num_turns=2 * len(trajectory.turn_spans),  # the question, each model turn, each observation between
             metrics=AgentLoopMetrics(generate_sequences=generate.generate_s,
-                                     tool_calls=timings.get("search_s", 0.0) + timings.get("image_s", 0.0)),
+                                     tool_calls=timings.get("search_s", 0.0) + timings.get("image_s", 0.0),
+                                     num_preempted=generate.fields.num_preempted),
             extra_fields=extra_fields,
         )
+
+    def _initial_prompt_ids(self, question: str) -> list[int]:
+        """The system + question prompt as the token recorder renders it (for an episode that never rendered it)."""
+        text = self.processor.apply_chat_template(template_form(Prompts().initial_messages(question)),
+                                                  add_generation_prompt=True, tokenize=False)
+        return list(self.processor.tokenizer(text, add_special_tokens=False)["input_ids"])

@@ -5,6 +5,10 @@ so our Hydra configs carry one top-level `vrag:` section. Every plugin reads it 
 function, so a typo there fails loudly at start-up (and in the config test), not as a silently
 ignored key: unknown keys raise, values go through `AgentConfig` / `RewardConfig` validation,
 and the settings are checked against the verl keys they must agree with.
+
+The algorithm keys (`vrag.algorithm`, `vrag.ggpo.correct_threshold`) are the local trainer's too, read
+by the same `vrag_rl.algos.settings.algorithm_settings` into the same `AlgorithmSettings`; the old
+`vrag.ggpo.prune_correct_threshold` still loads, with a deprecation warning.
 """
 from __future__ import annotations
 
@@ -13,9 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vrag_rl.agent.config import AgentConfig
+from vrag_rl.algos.settings import ALGORITHMS, AlgorithmSettings, AlgorithmSettingsError, algorithm_settings
 
-ALGORITHMS = ("grpo", "ggpo")
-_TOP_KEYS = {"algorithm", "score_in_loop", "search", "agent", "reward", "judge", "ggpo"}
+__all__ = ["ALGORITHMS", "JudgeSettings", "PluginSettings", "PluginSettingsError", "SearchSettings",
+           "build_reward_config", "plugin_settings"]
+_TOP_KEYS = {"algorithm", "score_in_loop", "search", "agent", "reward", "judge", "ggpo", "suppress_vision_tokens"}
 _SEARCH_KEYS = {"url", "api_key", "timeout_s", "retries"}
 _JUDGE_KEYS = {"base_url", "model", "api_key_env", "max_retries", "timeout_s", "backoff_s", "max_tokens"}
 
@@ -47,13 +53,20 @@ class JudgeSettings:
 
 @dataclass(frozen=True)
 class PluginSettings:
-    algorithm: str
+    algorithm_settings: AlgorithmSettings
     search: SearchSettings
     agent: AgentConfig
     reward: dict[str, Any] = field(default_factory=dict)  # RewardConfig fields (without the judge)
     judge: JudgeSettings = field(default_factory=JudgeSettings)
-    prune_correct_threshold: float = 0.5
     score_in_loop: bool = True  # the agent loop sets reward_score; False: verl's reward workers call reward.py
+    # bias vision special tokens out of sampling (vLLM / SGLang logit_bias); the token recorder rejects
+    # a reply that holds one whatever the server did
+    suppress_vision_tokens: bool = True
+
+    @property
+    def algorithm(self) -> str:
+        """"grpo" or "ggpo" (`algorithm_settings.algorithm`)."""
+        return self.algorithm_settings.algorithm
 
     def reward_config(self):
         """The `vrag_rl.rewards.RewardConfig` these settings describe (judge key from the environment)."""
@@ -98,9 +111,10 @@ def plugin_settings(config: Any) -> PluginSettings:
     if not isinstance(vrag, dict):
         raise PluginSettingsError("the trainer config has no `vrag:` section; start from configs/verl/*.yaml")
     _unknown("", vrag, _TOP_KEYS)
-    algorithm = str(vrag.get("algorithm", "grpo"))
-    if algorithm not in ALGORITHMS:
-        raise PluginSettingsError(f"vrag.algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+    try:
+        algorithm = algorithm_settings({k: vrag[k] for k in ("algorithm", "ggpo") if k in vrag}, where="vrag.")
+    except AlgorithmSettingsError as exc:
+        raise PluginSettingsError(str(exc)) from exc
     search = dict(vrag.get("search") or {})
     _unknown("search", search, _SEARCH_KEYS)
     if not search.get("url"):
@@ -110,13 +124,11 @@ def plugin_settings(config: Any) -> PluginSettings:
     _unknown("agent", agent, agent_fields)
     judge = dict(vrag.get("judge") or {})
     _unknown("judge", judge, _JUDGE_KEYS)
-    ggpo = dict(vrag.get("ggpo") or {})
-    _unknown("ggpo", ggpo, {"prune_correct_threshold"})
     try:
-        settings = PluginSettings(algorithm=algorithm, search=SearchSettings(**search), agent=AgentConfig(**agent),
-                                  reward=dict(vrag.get("reward") or {}), judge=JudgeSettings(**judge),
-                                  prune_correct_threshold=float(ggpo.get("prune_correct_threshold", 0.5)),
-                                  score_in_loop=bool(vrag.get("score_in_loop", True)))
+        settings = PluginSettings(algorithm_settings=algorithm, search=SearchSettings(**search),
+                                  agent=AgentConfig(**agent), reward=dict(vrag.get("reward") or {}),
+                                  judge=JudgeSettings(**judge), score_in_loop=bool(vrag.get("score_in_loop", True)),
+                                  suppress_vision_tokens=bool(vrag.get("suppress_vision_tokens", True)))
         settings.reward_config()  # validates the reward keys and weights now, not in the first rollout
     except (TypeError, ValueError) as exc:
         raise PluginSettingsError(f"vrag: {exc}") from exc
@@ -133,6 +145,15 @@ def _check_against_verl(root: dict[str, Any], settings: PluginSettings) -> None:
     if adv is not None and (adv == "ggpo") != (settings.algorithm == "ggpo"):
         raise PluginSettingsError(f"vrag.algorithm={settings.algorithm!r} but algorithm.adv_estimator={adv!r}: "
                                   "GGPO needs both (the loop prunes the mask, the estimator reads it)")
+    actor = ((root.get("actor_rollout_ref") or {}).get("actor") or {})
+    loss_mode = (actor.get("policy_loss") or {}).get("loss_mode")
+    agg = actor.get("loss_agg_mode")
+    algo = settings.algorithm_settings
+    if (loss_mode is not None and loss_mode != algo.loss_mode) or (agg is not None and agg != algo.loss_agg_mode):
+        raise PluginSettingsError(
+            f"vrag.algorithm={algo.algorithm!r} is optimised with actor.policy_loss.loss_mode={algo.loss_mode!r} and "
+            f"actor.loss_agg_mode={algo.loss_agg_mode!r} (the local trainer's objective too), but the config sets "
+            f"{loss_mode!r} / {agg!r}")
     data = root.get("data") or {}
     response = data.get("max_response_length")
     if response is not None and settings.agent.max_tokens > response:

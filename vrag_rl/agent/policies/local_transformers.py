@@ -27,10 +27,10 @@ from typing import Any
 
 from PIL import Image
 
-from vrag_rl.agent.policies.token_recorder import GenerateOutput
+from vrag_rl.agent.policies.token_recorder import VISION_TOKENS, GenerateOutput, vision_token_ids
 from vrag_rl.agent.policy import PolicyError, SamplingParams
 
-VISION_TOKENS = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>")
+__all__ = ["VISION_TOKENS", "LocalTransformersGenerate", "expected_image_tokens", "image_token_id", "vision_inputs"]
 
 
 def vision_inputs(processor: Any, images: list[Image.Image]) -> dict[str, Any]:
@@ -67,7 +67,7 @@ class LocalTransformersGenerate:
         self.device = device
         self.image_token = image_token_id(processor, model)
         vocab = self.tokenizer.get_vocab()
-        self.suppressed = [vocab[t] for t in VISION_TOKENS if t in vocab] if suppress_vision_tokens else []
+        self.suppressed = sorted(vision_token_ids(self.tokenizer)) if suppress_vision_tokens else []
         eos = model.generation_config.eos_token_id
         eos_ids = {eos} if isinstance(eos, int) else set(eos or [])
         im_end = vocab.get("<|im_end|>")

@@ -24,6 +24,15 @@ tokenisation of the whole conversation whenever the model's sampled ids are the 
 tokenisation of their text; a sampled non-canonical split is kept as sampled (that is what the model
 did, and what must be trained on). `canonical_mismatch()` reports such turns.
 
+Vision special tokens (`VISION_TOKENS`: image/video placeholders, vision start/end/pad) are never
+accepted from the model, whatever the generator did to suppress them: a reply holding one raises
+`PolicyError` before anything of it reaches the record, so the episode ends as an explicit failure
+with the reason, and the ids always hold exactly as many image tokens as the images' features. (A
+sampled `<|image_pad|>` would otherwise add one image token without pixels: the trainer's forward
+raises "Image features and image tokens do not match" steps later — the crash other verl multimodal
+agents report after 30-50 steps.) Generators should also keep them out of sampling (the local
+generator suppresses them; the verl adapter sets `logit_bias`), so the guard is the last line.
+
 One instance per episode: it holds that episode's trajectory.
 """
 from __future__ import annotations
@@ -45,6 +54,35 @@ class GenerateOutput:
     token_ids: list[int]
     logprobs: list[float] | None = None
     finish_reason: str | None = None  # "stop" (ended with an end-of-turn token) or "length"
+
+
+# the special tokens that mark images/videos in Qwen-VL style processors: a model turn must never contain one
+VISION_TOKENS = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>")
+
+
+def vision_token_ids(tokenizer: Any) -> dict[int, str]:
+    """id → token of every `VISION_TOKENS` entry the tokenizer knows (added/special tokens included)."""
+    found: dict[int, str] = {}
+    vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
+    for token in VISION_TOKENS:
+        token_id = vocab.get(token)
+        if isinstance(token_id, int):
+            found[token_id] = token
+    return found
+
+
+class VisionTokenError(PolicyError):
+    """The model's reply holds a vision special token; the reply is rejected before it is recorded."""
+
+
+def check_no_vision_tokens(ids: list[int], vision_ids: dict[int, str]) -> None:
+    """Raise `VisionTokenError` naming the first vision special token in `ids` (a model turn's sampled ids)."""
+    for position, token_id in enumerate(ids):
+        if token_id in vision_ids:
+            raise VisionTokenError(f"the model sampled the vision special token {vision_ids[token_id]} (id {token_id}) "
+                                   f"at position {position} of its reply; a reply must not hold image placeholders "
+                                   "(the ids would hold more image tokens than the images' features), so it is "
+                                   "rejected and not recorded")
 
 
 # prompt ids of the WHOLE conversation so far (incl. the generation prompt), sampling, the images of
@@ -80,6 +118,7 @@ class TokenRecordingPolicy:
         self._rendered = ""  # the chat-template text of those messages (incl. the generation prompt)
         self._last_reply: str | None = None
         self._eos_ids = _end_of_turn_ids(self.tokenizer)
+        self.vision_ids = vision_token_ids(self.tokenizer)
 
     # ---- the Policy interface --------------------------------------------------------------------------
     async def complete(self, messages: list[Message], sampling: SamplingParams) -> PolicyReply:
@@ -94,6 +133,7 @@ class TokenRecordingPolicy:
         logprobs = [float(v) for v in out.logprobs] if out.logprobs is not None else [0.0] * len(ids)
         if len(logprobs) != len(ids):
             raise PolicyError(f"the generate function returned {len(logprobs)} logprobs for {len(ids)} tokens")
+        check_no_vision_tokens(ids, self.vision_ids)  # before anything of the reply is recorded
         start = len(self.response_ids)
         self.response_ids.extend(ids)
         self.response_mask.extend([1] * len(ids))
@@ -144,7 +184,7 @@ class TokenRecordingPolicy:
         self._rendered, self._n_messages = full, len(messages)
 
     def _template(self, messages: list[Message], add_generation_prompt: bool) -> str:
-        return self.processor.apply_chat_template(_template_form(messages), add_generation_prompt=add_generation_prompt,
+        return self.processor.apply_chat_template(template_form(messages), add_generation_prompt=add_generation_prompt,
                                                   tokenize=False)
 
     def _tokenize(self, text: str, images: list[Image.Image]) -> list[int]:
@@ -173,7 +213,7 @@ class TokenRecordingPolicy:
         return sum(self.response_mask)
 
 
-def _template_form(messages: list[Message]) -> list[dict[str, Any]]:
+def template_form(messages: list[Message]) -> list[dict[str, Any]]:
     """Drop the PIL objects and ids from image parts: chat templates only need `{"type": "image"}`."""
     out = []
     for message in messages:
@@ -198,3 +238,6 @@ def _end_of_turn_ids(tokenizer: Any) -> set[int]:
 
 def _strip_end(ids: list[int], eos_ids: set[int]) -> list[int]:
     return ids[:-1] if ids and ids[-1] in eos_ids else ids
+
+
+_template_form = template_form  # the earlier private name (vrag_rl.train.sft and tests import it)
