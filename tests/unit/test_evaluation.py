@@ -507,3 +507,9 @@ def test_training_and_rewards_do_not_import_the_evaluation_harness():
             "print(sorted(m for m in sys.modules if m.startswith('vrag_rl.evaluation')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+    # and the scoring room sits below all three: it imports none of them
+    code = ("import sys, vrag_rl.scoring.metrics, vrag_rl.scoring.judge, vrag_rl.scoring.qa_dataset; "
+            "print(sorted(m for m in sys.modules if m.split('.')[:2] in "
+            "(['vrag_rl', 'evaluation'], ['vrag_rl', 'rewards'], ['vrag_rl', 'data'], ['vrag_rl', 'train'])))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
