@@ -50,7 +50,9 @@ from search_engine.http_guard import (
     keys_match,
     validation_error_body,
 )
+from search_engine.page_layout import PageLayout
 from search_engine.query_batcher import SearchBatcher
+from search_engine.regions import LayoutUnavailable
 from search_engine.types import ID_PATTERN, page_image_url
 
 log = logging.getLogger("search_engine.api")
@@ -172,6 +174,20 @@ def create_app(engine: SearchEngine | None = None, index_dir: str | None = None,
         return PageInfo(page_id=r.page_id, doc_id=r.doc_id, page_number=r.page_number, width=r.width,
                         height=r.height, source_path=shown(r.source_path), text=r.text, text_source=r.text_source,
                         image_url=f"/pages/{r.page_id}/image")
+
+    @app.get("/pages/{page_id}/layout", response_model=PageLayout, dependencies=protected,
+             responses={**protected_errors, **error_responses(404)})
+    async def page_layout(engine: Engine, page_id: str = PAGE_ID) -> PageLayout:
+        """The page's regions (paragraphs, headings, tables with cells, figures with their labels and
+        captions, running headers/footers), boxes in pixels of the page image; 404 with the reason when
+        the page has no stored layout (e.g. an index built before layouts: the message says how to upgrade)."""
+        known_page(engine, page_id)
+        try:
+            return await run_in_threadpool(engine.page_layout, page_id)
+        except LayoutUnavailable as exc:
+            raise HTTPException(404, str(exc)) from None
+        except KeyError:
+            raise HTTPException(404, f"unknown page id {page_id!r}") from None
 
     @app.get("/pages/{page_id}/image", dependencies=protected, response_class=Response,
              responses={200: {"content": {"image/jpeg": {"schema": {"type": "string", "format": "binary"}}},

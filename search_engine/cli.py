@@ -123,6 +123,29 @@ def search(query: Annotated[list[str], typer.Argument()], index: Index, top_k: i
 
 
 @app.command()
+def upgrade(
+    index: Index,
+    device: str = "auto",
+    ocr: Annotated[bool, typer.Option(help="read the layout of OCR'd pages whose source is gone by OCR again")] = True,
+    ocr_lang: Annotated[str | None, typer.Option(help="tesseract languages (default: as ingestion)")] = None,
+    quiet: bool = False,
+) -> None:
+    """Upgrade an index built by an older version in place (page layouts and region vectors).
+
+    Each document switches in one atomic manifest write, so an interrupted upgrade leaves a valid index and
+    the next run goes on; search keeps working meanwhile (page by page for documents not yet upgraded).
+    """
+    from search_engine.ingest import Ingestor
+
+    try:
+        done = Ingestor(index, device=device, ocr=ocr, ocr_lang=ocr_lang, progress=not quiet).upgrade()
+    except (FileNotFoundError, ValueError, RuntimeError) as exc:
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"{done} document(s) upgraded; {index} is up to date")
+
+
+@app.command()
 def docs(index: Index) -> None:
     """List the documents of an index."""
     from search_engine.index.manifest import Manifest

@@ -36,6 +36,7 @@ from typing import Any, Literal
 import aiohttp
 
 from search_engine.aio_session import BodyTooLarge, LoopSession, send_with_retries
+from search_engine.page_layout import PageLayout, RegionHit
 from search_engine.types import SearchHit
 
 # The agent imports this name; it is the one hit type.
@@ -118,7 +119,8 @@ class SearchClient:
                              page_number=int(h["page_number"]), score=float(h["score"]),
                              image_path=h.get("image_path") or "", metadata=h.get("metadata") or {},
                              image_url=self.base_url + h["image_url"] if h.get("image_url") else "",
-                             kind=h.get("kind", "page"), start_s=h.get("start_s"), end_s=h.get("end_s"))
+                             kind=h.get("kind", "page"), start_s=h.get("start_s"), end_s=h.get("end_s"),
+                             regions=[RegionHit(**{**r, "box": tuple(r["box"])}) for r in h.get("regions") or []])
         except (KeyError, TypeError, ValueError) as exc:
             raise SearchError(f"search server sent a malformed hit ({exc!r}): {str(h)[:300]}") from None
 
@@ -132,6 +134,15 @@ class SearchClient:
                 raise SearchError(f"page {page_id}: an upstream VRAG search server serves no images; its hits' "
                                   "image_file must be readable on this machine") from None
             raise
+
+    async def page_layout(self, page_id: str) -> PageLayout:
+        """The page's structure (regions with boxes in page-image pixels; our servers only). SearchError
+        when the server has none for the page (its message says why, e.g. an index to upgrade)."""
+        body = (await self._request("GET", f"/pages/{page_id}/layout")).json()
+        try:
+            return PageLayout.from_dict(body)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SearchError(f"search server sent a malformed page layout ({exc!r}): {str(body)[:300]}") from None
 
     async def documents(self) -> list[dict[str, Any]]:
         """Every indexed document (id, source, pages) — our servers only."""

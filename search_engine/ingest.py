@@ -242,12 +242,12 @@ class Ingestor:
                 for page_id in entry.page_ids:
                     record = manifest.pages[page_id]
                     size = (record.width, record.height)
-                    if pdf is not None:
-                        layout = _page_layout(pdf, record.page_number, page_id, size, "pdf", None, self._running)
-                    elif self.ocr and entry.kind != "video" and record.text_source == "ocr":
+                    if self.ocr and entry.kind != "video" and record.text_source == "ocr":  # as ingestion read it
                         with Image.open(self.index_dir / record.image_path) as image:
                             layout = layout_from_ocr_lines(ocr_reading(image.convert("RGB"), self.ocr_lang),
                                                            page_id, size)
+                    elif pdf is not None:
+                        layout = _page_layout(pdf, record.page_number, page_id, size, "pdf", None, self._running)
                     else:
                         layout = empty_layout(page_id, size)
                     layouts.append(layout)

@@ -1,0 +1,153 @@
+"""Page structure from a real PDF's text layer and from OCR of a scanned page (search_engine.layout_extraction)."""
+from __future__ import annotations
+
+import pytest
+from PIL import Image, ImageDraw, ImageFont
+
+from search_engine.layout_extraction import (
+    layout_from_ocr_lines,
+    pdf_document_layouts,
+    region_search_texts,
+    running_key,
+)
+from search_engine.page_layout import PageLayout
+from testkit import structured_pdf as spdf
+
+IMAGE_SIZE = (1191, 1684)  # A4 at 144 dpi: boxes must come back in these pixels, not in PDF points
+
+
+@pytest.fixture(scope="module")
+def layouts(tmp_path_factory) -> list[PageLayout]:
+    built = spdf.build_structured_pdf(tmp_path_factory.mktemp("pdf") / "report.pdf")
+    return pdf_document_layouts(str(built.path), ["report_1", "report_2", "report_3"], [IMAGE_SIZE] * 3)
+
+
+def _kinds(layout: PageLayout, kind: str):
+    return [r for r in layout.regions if r.kind == kind]
+
+
+def test_running_header_and_page_number_footer_are_marked(layouts):
+    for number, layout in enumerate(layouts, start=1):
+        assert [r.text for r in _kinds(layout, "header")] == [spdf.RUNNING_HEADER]
+        assert [r.text for r in _kinds(layout, "footer")] == [f"Page {number}"]
+        assert layout.regions[0].kind == "header" and layout.regions[-1].kind == "footer"
+    # they say nothing about the page: not searched
+    assert all(text == "" for r, text in zip(layouts[0].regions, region_search_texts(layouts[0]), strict=True)
+               if r.kind in ("header", "footer"))
+    assert running_key("Page 12") == running_key("page 3")
+
+
+def test_multi_topic_page_is_split_into_headed_paragraphs(layouts):
+    page = layouts[0]
+    headings = [r.text for r in _kinds(page, "heading")]
+    assert headings == ["Operations review"] + [title for title, _ in spdf.TOPIC_PARAGRAPHS]
+    paragraphs = _kinds(page, "text")
+    assert len(paragraphs) == len(spdf.TOPIC_PARAGRAPHS)
+    fact = next(r for r in paragraphs if "Quillfeather" in r.text)
+    assert "dredging" not in fact.text.lower()  # one topic per region
+    # the region is searched with its section heading in front of it
+    texts = dict(zip([r.region_id for r in page.regions], region_search_texts(page), strict=True))
+    assert texts[fact.region_id].startswith("Tide gauge ")
+    # reading order: headings come right before their paragraphs
+    order = [r.region_id for r in page.regions]
+    heading = next(r for r in page.regions if r.text == "Tide gauge")
+    assert order.index(heading.region_id) + 1 == order.index(fact.region_id)
+
+
+def test_boxes_are_page_image_pixels(layouts):
+    width, height = IMAGE_SIZE
+    for layout in layouts:
+        assert (layout.width, layout.height) == IMAGE_SIZE and layout.source == "pdf"
+        for region in layout.regions:
+            x1, y1, x2, y2 = region.box
+            assert 0 <= x1 < x2 <= width and 0 <= y1 < y2 <= height, region
+    footer = _kinds(layouts[0], "footer")[0]
+    assert footer.box[1] > 0.95 * height  # 24 pt from the bottom of an 842 pt page, scaled to pixels
+
+
+def test_ruled_table_has_cells_header_row_and_label_column(layouts):
+    tables = _kinds(layouts[1], "table")
+    assert len(tables) == 1
+    table = tables[0]
+    assert table.caption == spdf.TABLE_CAPTION
+    assert (table.header_rows, table.header_cols) == (1, 1)
+    grid = {(c.row, c.col): c for c in table.cells}
+    for r, row in enumerate(spdf.TABLE_ROWS):
+        for c, text in enumerate(row):
+            assert grid[(r, c)].text == text
+            assert grid[(r, c)].is_header == (r == 0 or c == 0)
+    cell = grid[(2, 3)]  # Container yard, Berths
+    assert cell.text == "9" and table.box[0] <= cell.box[0] < cell.box[2] <= table.box[2] + 1
+    assert table.text.splitlines()[2] == "Container yard | 633 | 4,210 | 9"
+    # the caption is the table's, not a separate region; the table's cells are not repeated as paragraphs
+    assert not _kinds(layouts[1], "caption")
+    assert not any("North quay" in r.text for r in _kinds(layouts[1], "text"))
+
+
+def test_chart_keeps_its_labels_legend_and_caption(layouts):
+    figures = _kinds(layouts[2], "figure")
+    assert len(figures) == 1
+    figure = figures[0]
+    assert figure.caption == spdf.FIGURE_CAPTION
+    lines = figure.text.splitlines()
+    for label in [spdf.CHART_LEGEND, spdf.CHART_Y_LABEL] + [m for m, _ in spdf.CHART_BARS] + [
+            str(v) for _, v in spdf.CHART_BARS]:
+        assert label in lines, label
+    # the paragraph under the caption stays a paragraph of the page
+    assert any(r.text.startswith("Cruise calls rose") for r in _kinds(layouts[2], "text"))
+
+
+def test_layout_round_trips_through_json(layouts):
+    for layout in layouts:
+        assert PageLayout.from_dict(layout.to_dict()) == layout
+
+
+# ---- OCR path -------------------------------------------------------------------------------------------
+
+READINGS = [["Reservoir", "January", "February", "March"], ["Alder Lake", "41.2", "39.8", "44.1"],
+            ["Birch Pond", "12.7", "13.9", "15.0"], ["Cedar Basin", "88.3", "85.6", "90.2"],
+            ["Dove Creek", "5.4", "6.1", "7.7"]]
+
+
+def _scan() -> Image.Image:
+    """A scanned page: a title, a sentence, an unruled table in columns and its caption (pixels only)."""
+    fonts = "/usr/share/fonts/truetype/dejavu/"
+    try:
+        body = ImageFont.truetype(fonts + "DejaVuSans.ttf", 28)
+        bold = ImageFont.truetype(fonts + "DejaVuSans-Bold.ttf", 40)
+    except OSError:
+        pytest.skip("DejaVu fonts not installed (apt-get install fonts-dejavu-core)")
+    image = Image.new("RGB", (1400, 1000), "white")
+    draw = ImageDraw.Draw(image)
+    draw.text((80, 60), "Quarterly water readings", font=bold, fill="black")
+    draw.text((80, 150), "Readings were taken at four reservoirs during the quarter by the field team.", font=body,
+              fill="black")
+    for i, row in enumerate(READINGS):
+        for x, cell in zip((80, 480, 730, 1000), row, strict=True):
+            draw.text((x, 260 + i * 60), cell, font=body, fill="black")
+    draw.text((80, 600), "Table 2: Water level in metres by reservoir and month.", font=body, fill="black")
+    return image
+
+
+def test_scanned_page_layout_from_one_ocr_reading():
+    from search_engine.text_extraction import installed_ocr_langs, ocr_reading, ocr_text
+
+    try:
+        if "eng" not in installed_ocr_langs():
+            pytest.skip("tesseract's English pack is not installed")
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    image = _scan()
+    reading = ocr_reading(image, "eng")
+    layout = layout_from_ocr_lines(reading, "scan_1", image.size)
+    assert layout.source == "ocr" and (layout.width, layout.height) == image.size
+    assert "Quarterly water readings" in ocr_text(reading)
+    kinds = [r.kind for r in layout.regions]
+    assert kinds[0] == "heading" and layout.regions[0].text == "Quarterly water readings"
+    table = next(r for r in layout.regions if r.kind == "table")
+    assert table.caption.startswith("Table 2")
+    assert (table.header_rows, table.header_cols) == (1, 1)
+    grid = {(c.row, c.col): c.text for c in table.cells}
+    assert grid[(0, 2)] == "February" and grid[(3, 0)] == "Cedar Basin" and grid[(3, 2)] == "85.6"
+    x1, y1, x2, y2 = table.box
+    assert 70 <= x1 <= 90 and 250 <= y1 <= 270 and y2 < 600  # pixels of the scan, caption not inside
