@@ -186,17 +186,22 @@ def build_fast_index_cmd(
     nprobe: Annotated[int, typer.Option(min=1, help="centroids probed per query token (recall/speed knob)")] = 16,
     candidates: Annotated[int, typer.Option(min=1, help="pages rescored exactly per query")] = 128,
     check: Annotated[int, typer.Option(min=0, help="measure recall@10 vs exact on this many page-derived queries")] = 0,
+    codec: Annotated[str | None, typer.Option(help="compress the pages for the rerank: pq32 (34 B/token), "
+                                                   "pq16, sq2, sq1... (default: rerank from fp16)")] = None,
+    exact_rerank: Annotated[int, typer.Option(min=0, help="with --codec: pages per query rescored from fp16")] = 16,
 ) -> None:
     """Add (or rebuild) the fast visual index: centroid codes + inverted file beside the fp16 segments.
 
     Also the migration step for indexes made before it existed; ingestion keeps it up to date afterwards.
+    With --codec it also trains new centroids and a residual codec and compresses every page (a
+    killed run resumes when re-run with the same --codec).
     """
     from search_engine.index.fast_index import build_fast_index
     from search_engine.index.fast_maxsim import FastParams
 
     try:
         gen = build_fast_index(index, num_centroids=centroids, params=FastParams(nprobe, candidates),
-                               say=typer.echo)
+                               say=typer.echo, codec=codec, exact_rerank=exact_rerank)
     except (FileNotFoundError, ValueError, RuntimeError) as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
         raise typer.Exit(2) from None

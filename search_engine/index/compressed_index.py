@@ -86,6 +86,9 @@ def build_compressed(source: TokenStore, directory: str | Path, spec: str = "sq2
     directory = Path(directory)
     started = time.perf_counter()
     if (directory / FAST_META).exists():
+        built = json.loads((directory / FAST_META).read_text()).get("codec")
+        if built != spec:
+            raise ValueError(f"{directory} holds a {built} codec, not {spec}: use another directory")
         return directory
     if ResidualCodec.exists(directory):
         codec = ResidualCodec.load(directory)

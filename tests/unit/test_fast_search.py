@@ -315,3 +315,173 @@ def test_cli_builds_the_fast_index_of_an_existing_index_and_reports_recall(tmp_p
     bad = subprocess.run([sys.executable, "-m", "search_engine", "build-fast-index", "--index", str(tmp_path / "x")],
                          cwd=REPO, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "error" in bad.stderr
+
+
+# ---- the compressed token store ----------------------------------------------------------------------
+def _codec(pages, spec: str):
+    from search_engine.index.residual_codec import ResidualCodec
+
+    sample = np.concatenate(pages[:300]).astype(np.float32)
+    return ResidualCodec.train(Codebook.train(sample, 256), sample, spec)
+
+
+@pytest.mark.parametrize("spec,min_cos", [("sq1", 0.87), ("sq2", 0.93), ("pq16", 0.91), ("pq32", 0.96)])
+def test_residual_codecs_round_trip_close_to_the_originals(flat_store, spec, min_cos):
+    _, pages = flat_store
+    codec = _codec(pages, spec)
+    x = np.concatenate(pages[500:520]).astype(np.float32)
+    rows = codec.encode(x)
+    assert rows.dtype == np.uint8 and rows.shape == (len(x), codec.row_bytes)
+    np.testing.assert_array_equal(rows[:, :2].copy().view(np.uint16).ravel(), codec.codebook.assign(x))
+    decoded = codec.decode(rows)
+    cos = np.einsum("ij,ij->i", x, decoded)
+    centroid_only = np.einsum("ij,ij->i", x, codec.codebook.centroids[codec.codebook.assign(x)])
+    assert cos.mean() >= min_cos and cos.mean() > centroid_only.mean()  # the residual bytes carry information
+    np.testing.assert_allclose(np.linalg.norm(decoded, axis=1), 1.0, atol=1e-5)
+
+
+def test_more_residual_bits_mean_smaller_errors(flat_store):
+    _, pages = flat_store
+    x = np.concatenate(pages[600:610]).astype(np.float32)
+    errors = [np.linalg.norm(x - _codec(pages, s).decode(_codec(pages, s).encode(x)), axis=1).mean()
+              for s in ("sq1", "sq2", "sq4")]
+    assert errors[0] > errors[1] > errors[2]
+
+
+def test_unknown_codecs_are_refused():
+    from search_engine.index.residual_codec import parse_codec
+
+    for bad in ("sq3", "pq0", "zstd", ""):
+        with pytest.raises(ValueError):
+            parse_codec(bad)
+
+
+def _source(tmp_path, pages, name="src"):
+    writer = TokenStoreWriter(tmp_path / name, dim=128)
+    writer.append(np.concatenate(pages), [len(p) for p in pages])
+    writer.commit()
+    writer.close()
+    return FlatTokenStore(tmp_path / name)
+
+
+def test_compressed_search_recall_and_the_exact_rescore(tmp_path, flat_store):
+    from search_engine.index.compressed_index import build_compressed, open_compressed
+
+    store, pages = flat_store
+    directory = build_compressed(store, tmp_path / "c", spec="pq32", part_pages=150)
+    fast = open_compressed(directory, exact_store=store)
+    assert fast.store.nbytes_on_disk() < store.nbytes_on_disk() / 6
+    queries = queries_from(pages, 30, seed=5)
+    _, exact_rows = exact_topk_streaming(store, queries, k=10)
+    compressed_only = fast.recall_check(queries, exact_rows=exact_rows)["recall_at_k"]
+    _, rows = fast.search(queries, top_k=10, exact_rerank=16)
+    rescored = np.mean([len(set(r) & set(e)) / 10 for r, e in zip(rows, exact_rows)])
+    assert compressed_only >= 0.9 and rescored >= 0.99, (compressed_only, rescored)
+    # the exact rescore returns exact scores
+    scores, rows = fast.search(queries[:2], top_k=5, exact_rerank=16)
+    reference = MaxSimScorer(np.concatenate(pages), [len(p) for p in pages]).score(queries[:2])
+    for qi in range(2):
+        np.testing.assert_allclose(scores[qi], reference[qi, rows[qi]], rtol=1e-4, atol=1e-4)
+    # the decoded store serves any TokenStore reader
+    got = fast.store.gather([7, 3, 7])
+    np.testing.assert_array_equal(got.counts, [len(pages[7]), len(pages[3]), len(pages[7])])
+    assert np.einsum("ij,ij->i", got.vectors.astype(np.float32),
+                     np.concatenate([pages[7], pages[3], pages[7]]).astype(np.float32)).mean() > 0.95
+
+
+class _DiesAfter:
+    """A token source whose reads fail after `n` blocks: a build killed midway."""
+
+    def __init__(self, store, n):
+        self.store, self.left = store, n
+        self.dim, self.counts = store.dim, store.counts
+        self.num_pages, self.num_tokens = store.num_pages, store.num_tokens
+
+    def gather(self, rows, dtype=np.float16):
+        return self.store.gather(rows, dtype)
+
+    def read_range(self, first, last):
+        if self.left == 0:
+            raise KeyboardInterrupt("killed")
+        self.left -= 1
+        return self.store.read_range(first, last)
+
+
+def test_compressed_build_resumes_and_extends_without_re_encoding(tmp_path, flat_store):
+    from search_engine.index.compressed_index import build_compressed, extend_compressed, open_compressed
+
+    _, pages = flat_store
+    first = _source(tmp_path, pages[:400])
+    with pytest.raises(KeyboardInterrupt):
+        build_compressed(_DiesAfter(first, 2), tmp_path / "c", spec="sq2", part_pages=100)
+    with pytest.raises(FileNotFoundError, match="not finished"):
+        open_compressed(tmp_path / "c")
+    written = sorted((tmp_path / "c" / "parts").glob("*.codes.npy"))
+    assert len(written) == 2
+    stamps = {p: p.stat().st_mtime_ns for p in written}
+    log = []
+    build_compressed(first, tmp_path / "c", spec="sq2", part_pages=100, log=log.append)
+    assert any("resuming" in m for m in log)
+    assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())  # parts already written were kept
+    resumed = open_compressed(tmp_path / "c")
+    fresh = open_compressed(build_compressed(first, tmp_path / "fresh", spec="sq2", part_pages=100))
+    q = queries_from(pages[:400], 5, seed=9)
+    for a, b in zip(resumed.search(q)[1], fresh.search(q)[1]):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="codec"):
+        build_compressed(first, tmp_path / "c", spec="pq16")
+    # appended pages: only the new pages are encoded, searches see them
+    writer = TokenStoreWriter(tmp_path / "src", dim=128)
+    writer.append(np.concatenate(pages[400:]), [len(p) for p in pages[400:]])
+    writer.commit()
+    writer.close()
+    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "c" / "parts").glob("*.npy")}
+    assert extend_compressed(FlatTokenStore(tmp_path / "src"), tmp_path / "c", part_pages=100) == 400
+    assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())
+    extended = open_compressed(tmp_path / "c")
+    assert extended.num_pages == 800
+    target = queries_from(pages, 1, seed=4)
+    _, exact_rows = exact_topk_streaming(FlatTokenStore(tmp_path / "src"), target, k=1)
+    assert extended.search(target, top_k=3)[1][0][0] == exact_rows[0][0]
+
+
+def test_compressed_sidecar_of_an_index_is_incremental_and_resumable(tmp_path):
+    import search_engine.index.fast_index as fi
+
+    index = tmp_path / "index"
+    _ingestor(index).add(_pages_folder(tmp_path, "a", range(30)))
+    # a codec build killed after training: the re-run keeps the trained codec
+    real = fi._compressed_store
+    fi._compressed_store = lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt("killed"))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            build_fast_index(index, codec="pq16")
+    finally:
+        fi._compressed_store = real
+    assert not has_fast_index(index)
+    building = json.loads((fi.fast_dir(index) / fi.BUILDING).read_text())
+    log = []
+    gen = build_fast_index(index, codec="pq16", say=log.append)
+    assert any("resuming" in m for m in log) and not (fi.fast_dir(index) / fi.BUILDING).exists()
+    meta = json.loads((gen / "fast_meta.json").read_text())
+    assert meta["codec_id"] == building["codec_id"] and meta["codec"] == "pq16"
+    parts = fi._codec_dir(index, meta["codec_id"]) / "parts"
+    stamps = {p: p.stat().st_mtime_ns for p in parts.glob("*.npy")}
+    assert len(stamps) == 2 * len(Manifest.load(index).documents)
+    exact, fast = _engines(index)
+    _same_answers(exact, fast, _page_queries(index, 6))  # 30 pages: every page reaches the exact rescore
+
+    _ingestor(index).add(_pages_folder(tmp_path, "b", range(30, 40)))  # ingestion refreshes the sidecar
+    after = {p: p.stat().st_mtime_ns for p in parts.glob("*.npy")}
+    assert all(after[p] == t for p, t in stamps.items())  # old documents were not re-encoded
+    assert len(after) == 2 * len(Manifest.load(index).documents)
+    exact, fast = _engines(index)
+    _same_answers(exact, fast, _page_queries(index, 6, seed=1))
+    removed = [d for d in Manifest.load(index).documents if d.startswith("page003")]
+    _ingestor(index).remove(removed)
+    assert len(list(parts.glob("*.npy"))) == 2 * len(Manifest.load(index).documents)  # their parts are gone
+    exact, fast = _engines(index)
+    _same_answers(exact, fast, _page_queries(index, 6, seed=2))
+    # a new codec is a new build; the old codec directory goes once the new generation is live
+    build_fast_index(index, codec="sq2")
+    assert not parts.exists()
