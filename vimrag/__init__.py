@@ -13,7 +13,7 @@ __all__ = ["EnergyConfig", "MemoryGraph", "VimRAG", "VimRAGConfig", "VimRAGResul
 
 _EXPORTS = {
     "VimRAG": "vimrag.agent",
-    "VimRAGConfig": "vimrag.agent",
+    "VimRAGConfig": "vimrag.config",
     "VimRAGResult": "vimrag.result",
     "MemoryGraph": "vimrag.graph",
     "EnergyConfig": "vimrag.energy",

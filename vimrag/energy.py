@@ -18,8 +18,11 @@ of `EnergyConfig`. Hand-written because it is a dozen lines of arithmetic specif
 """
 from __future__ import annotations
 
+import functools
 import math
+import warnings
 from dataclasses import dataclass
+from typing import Any
 
 from vimrag.graph import MAX_PRIORITY, MemoryGraph, MemoryItem, MemoryNode
 
@@ -29,9 +32,13 @@ PAPER_TOTAL_PIXELS = 5 * 256 * 32 * 32
 
 @dataclass(frozen=True)
 class EnergyConfig:
+    """The energy and pixel-budget constants. `memory_top_k` was `top_k` (renamed: beside the agent's
+    `search_top_k`, hits per search, a bare `top_k` was ambiguous); `top_k=` still works, with a
+    DeprecationWarning."""
+
     decay_lambda: float = 0.1  # λ, temporal decay per node step
     child_gamma: float = 0.3  # γ, share of the children's energy added to a parent's items
-    top_k: int = 5  # memory items shown per turn
+    memory_top_k: int = 5  # memory items shown per step (the highest energies)
     total_pixels: int = PAPER_TOTAL_PIXELS  # S_total, shared by the shown items
     max_pixels_image: int = 1003520  # cap per image item (980·32², upstream)
     max_pixels_video: int = 401408  # cap per video item, all its frames together (392·32², upstream)
@@ -40,10 +47,34 @@ class EnergyConfig:
     def __post_init__(self) -> None:
         if self.decay_lambda < 0 or self.child_gamma < 0:
             raise ValueError("decay_lambda and child_gamma must be >= 0")
-        if self.top_k < 0 or self.total_pixels < 0:
-            raise ValueError("top_k and total_pixels must be >= 0")
+        if self.memory_top_k < 0 or self.total_pixels < 0:
+            raise ValueError("memory_top_k and total_pixels must be >= 0")
         if min(self.max_pixels_image, self.max_pixels_video, self.min_pixels) <= 0:
             raise ValueError("pixel caps must be positive")
+
+
+def _accept_old_top_k(init: Any) -> Any:
+    """`EnergyConfig(top_k=...)`, the old name, still works (not a field, so `replace`/`asdict` ignore it)."""
+
+    @functools.wraps(init)
+    def wrapper(self: EnergyConfig, *args: Any, top_k: int | None = None, **kwargs: Any) -> None:
+        if top_k is not None:
+            if "memory_top_k" in kwargs:
+                raise TypeError("give memory_top_k only (top_k is its deprecated name)")
+            warnings.warn("EnergyConfig(top_k=...) is deprecated: use memory_top_k", DeprecationWarning, stacklevel=2)
+            kwargs["memory_top_k"] = top_k
+        init(self, *args, **kwargs)
+
+    return wrapper
+
+
+def _old_top_k(self: EnergyConfig) -> int:
+    warnings.warn("EnergyConfig.top_k is deprecated: use memory_top_k", DeprecationWarning, stacklevel=2)
+    return self.memory_top_k
+
+
+EnergyConfig.__init__ = _accept_old_top_k(EnergyConfig.__init__)  # type: ignore[method-assign]
+EnergyConfig.top_k = property(_old_top_k)  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -87,7 +118,7 @@ def allocate_pixels(graph: MemoryGraph, config: EnergyConfig = EnergyConfig()) -
     energies = memory_energies(graph, config)
     candidates = [(energies[i.item_id], n.order, n.node_id, i) for n, i in graph.items() if energies[i.item_id] > 0]
     candidates.sort(key=lambda c: (-c[0], -c[1]))  # ties: the more recent node first
-    top = candidates[: config.top_k]
+    top = candidates[: config.memory_top_k]
     total_energy = sum(c[0] for c in top)
     allocations: list[Allocation] = []
     for value, _order, node_id, item in top:

@@ -56,3 +56,8 @@ class VimPrompts:
     invalid: str = INVALID_TEXT
     force_answer: str = FORCE_ANSWER_TEXT
     no_answer: str = NO_ANSWER_FALLBACK
+
+    @property
+    def invalid_action(self) -> str:
+        """The engine's name for `invalid` (the feedback on an unusable reply, with a {reason} field)."""
+        return self.invalid

@@ -192,7 +192,7 @@ _TAGGY = st.lists(st.sampled_from(list("<>/[]{}|,.-0123456789 \n\x00\u00e9\ud800
 @given(_TAGGY)
 def test_parse_reply_never_raises(text):
     parsed = parse_reply(text)
-    assert parsed.kind in ("search", "bbox", "answer", "invalid")
+    assert parsed.kind in ("search", "crop", "answer", "invalid")
     if parsed.kind == "invalid":
         assert parsed.reason
     if parsed.kind == "answer":

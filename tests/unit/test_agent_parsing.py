@@ -10,7 +10,7 @@ def test_well_formed_actions():
     r = parse_reply("<think>look</think><search>revenue 2023</search>")
     assert (r.kind, r.think, r.queries) == ("search", "look", ["revenue 2023"])
     r = parse_reply("<think>zoom</think>\n<bbox>[10, 20.5, 110, 220]</bbox>")
-    assert r.kind == "bbox" and r.bbox == [10, 20.5, 110, 220]
+    assert r.kind == "crop" and r.bbox == [10, 20.5, 110, 220]
     r = parse_reply("<think>done</think><answer> Beijing </answer>")
     assert r.kind == "answer" and r.answer == "Beijing" and not r.warnings
 

@@ -36,7 +36,7 @@ def _memory_graph():
 
 def test_context_holds_question_graph_and_top_memory_within_budget():
     graph, pixels = _memory_graph()
-    energy = EnergyConfig(top_k=4, total_pixels=600_000, max_pixels_image=300_000, max_pixels_video=100_000)
+    energy = EnergyConfig(memory_top_k=4, total_pixels=600_000, max_pixels_image=300_000, max_pixels_video=100_000)
     messages, allocations = build_context(graph, pixels, PageImageStore(), energy, factor=28)
     assert [m["role"] for m in messages] == ["system", "user"]
     texts = [p["text"] for p in messages[1]["content"] if p["type"] == "text"]

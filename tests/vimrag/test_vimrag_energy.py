@@ -61,9 +61,25 @@ def test_per_item_caps_apply_and_video_frames_share():
 
 
 def test_top_k_and_minimum():
-    allocations = allocate_pixels(graph(), EnergyConfig(top_k=1))
+    allocations = allocate_pixels(graph(), EnergyConfig(memory_top_k=1))
     assert [(a.item.label, a.pixels) for a in allocations] == [("Picture 1", 1_003_520)]  # all S, capped at 980·32²
     tiny = allocate_pixels(graph(), EnergyConfig(total_pixels=5_000))
     # shares 3,113 / 1,215 / 671 are all below min_pixels (4·28² = 3,136): nothing blurry is shown
     assert tiny == []
     assert [a.pixels for a in allocate_pixels(graph(), EnergyConfig(total_pixels=10_000))] == [6226]
+
+
+def test_the_old_top_k_name_still_works_with_a_deprecation_warning():
+    """`top_k` beside the agent's `search_top_k` was ambiguous: it is `memory_top_k` now."""
+    with pytest.warns(DeprecationWarning, match="memory_top_k"):
+        old = EnergyConfig(top_k=2)
+    assert old == EnergyConfig(memory_top_k=2)
+    with pytest.warns(DeprecationWarning, match="memory_top_k"):
+        assert old.top_k == 2
+    with pytest.raises(TypeError, match="memory_top_k only"):
+        EnergyConfig(top_k=2, memory_top_k=3)
+    from vimrag.config import VimRAGConfig
+
+    with pytest.warns(DeprecationWarning):  # a saved config dict with the old key still loads
+        assert VimRAGConfig(energy={"top_k": 4}).energy.memory_top_k == 4
+    assert "top_k" not in VimRAGConfig().to_dict()["energy"]

@@ -18,7 +18,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-ActionKind = Literal["search", "bbox", "answer", "invalid"]
+# What a reply asks for. The <bbox> tag asks for a crop: "crop" is the action's one name, here as in
+# turn records, the step graph and events (`vrag_rl.agent.result.TurnAction`).
+ActionKind = Literal["search", "crop", "answer", "invalid"]
 
 _TAG = re.compile(r"<(/?)(think|search|bbox|answer)\s*>", re.IGNORECASE)
 _NUMBER = r"-?\d+(?:\.\d+)?"
@@ -113,7 +115,7 @@ def parse_reply(text: str, max_queries: int = 4) -> ParsedReply:
     bbox, reason = parse_bbox(content)
     if reason:
         return ParsedReply("invalid", think, reason=reason, warnings=warnings)
-    return ParsedReply("bbox", think, bbox=bbox, warnings=warnings)
+    return ParsedReply("crop", think, bbox=bbox, warnings=warnings)
 
 
 def _answer(content: str, think: str | None, warnings: list[str]) -> ParsedReply:

@@ -14,6 +14,9 @@ from PIL import Image
 
 Box = tuple[int, int, int, int]
 
+# How an episode can end (`vrag_rl.agent.result.EPISODE_STATUSES` lists them).
+EpisodeStatus = Literal["answered", "forced_answer", "token_budget", "failed"]
+
 
 @dataclass
 class ImageRef:
@@ -128,7 +131,7 @@ ErrorKind = Literal[
 @dataclass
 class ErrorEvent(AgentEvent):
     type: str = field(init=False, default="error")
-    kind: str = "internal"
+    kind: ErrorKind = "internal"
     message: str = ""
     fatal: bool = False  # True: the episode ends without an answer
 
@@ -136,7 +139,7 @@ class ErrorEvent(AgentEvent):
 @dataclass
 class EpisodeFinished(AgentEvent):
     type: str = field(init=False, default="finish")
-    status: Literal["answered", "forced_answer", "token_budget", "failed"] = "answered"
+    status: EpisodeStatus = "answered"
     answer: str | None = None
     turns: int = 0
     elapsed_s: float = 0.0

@@ -1,14 +1,26 @@
-"""What an episode returns: the answer, its evidence and the full trajectory, JSON-ready."""
+"""What an episode returns: the answer, its evidence and the full trajectory, JSON-ready.
+
+`EpisodeResultBase` is what every agent's result has (both agents run on one engine,
+`vrag_rl.agent.engine`): the answer, the status, the events, the turn records, the evidence and the
+step graph GGPO reads. `EpisodeResult` adds the VRAG agent's transcript and images;
+`vimrag.result.VimRAGResult` adds the memory graph.
+"""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
-from vrag_rl.agent.events import AgentEvent, ImageRef
+from vrag_rl.agent.events import AgentEvent, EpisodeStatus, ImageRef
 from vrag_rl.agent.step_graph import StepGraph
 
 # How an episode can end. Every episode ends with exactly one of these, never with an exception.
-EPISODE_STATUSES = ("answered", "forced_answer", "token_budget", "failed")
+EPISODE_STATUSES: tuple[EpisodeStatus, ...] = get_args(EpisodeStatus)
+
+# What a model turn did, in one vocabulary for both agents (rewards and GGPO read it): VRAG's
+# <search>/<bbox>/<answer> are "search"/"crop"/"answer"; a VimRAG step is named by its main tool call
+# (add_answer_node → "answer", add_search_node → "search", summarize_and_memorize alone → "memorize").
+TurnAction = Literal["search", "crop", "answer", "memorize", "invalid"]
+TURN_ACTIONS: tuple[TurnAction, ...] = get_args(TurnAction)
 
 
 @dataclass
@@ -17,11 +29,12 @@ class TurnRecord:
 
     `retrieved` holds, per query of a search turn, the page ids the engine returned in rank
     order; `shown_image_ids` the images appended as this turn's observation. A crop turn names
-    the image it cut (`crop_source_image_id`) and the crop in page pixels.
+    the image it cut (`crop_source_image_id`) and the crop in page pixels. `tool_calls` names a
+    VimRAG step's tool calls in order (empty for VRAG, whose one action is `action`).
     """
 
     index: int  # 0-based position among the episode's model turns
-    action: str  # "search", "crop", "answer" or "invalid"
+    action: TurnAction
     reply: str
     valid: bool  # the reply was well-formed (the format reward reads this)
     forced: bool = False  # the turn-budget answer request
@@ -32,32 +45,25 @@ class TurnRecord:
     crop_page_box: list[int] | None = None
     completion_tokens: int = 0
     reason: str = ""  # why the reply was invalid
+    tool_calls: list[str] = field(default_factory=list)
 
 
 @dataclass
-class EpisodeResult:
+class EpisodeResultBase:
+    """What every episode returns, whichever memory it kept (see the module doc)."""
+
     episode_id: str
     question: str
     answer: str | None
-    status: str  # one of EPISODE_STATUSES
-    evidence: list[dict[str, Any]]  # per page looked at: page_id, image_path, crop regions (page pixels)
+    status: EpisodeStatus
     events: list[AgentEvent]
-    messages: list[dict[str, Any]]  # the conversation, images replaced by {"type": "image_ref", "image_id"}
-    images: list[ImageRef]
     turns: int
     elapsed_s: float
+    evidence: list[dict[str, Any]] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)  # policy_s, search_s, image_s
-    usage: dict[str, int] = field(default_factory=dict)
+    usage: dict[str, int] = field(default_factory=dict)  # prompt_tokens, completion_tokens
     error: str | None = None
     turn_records: list[TurnRecord] = field(default_factory=list)
-    step_graph: StepGraph = field(default_factory=StepGraph)
-
-    @classmethod
-    def failure(cls, question: str, error: str, episode_id: str = "") -> EpisodeResult:
-        """A result for an episode that could not even start (e.g. an empty question)."""
-        return cls(episode_id=episode_id, question=question if isinstance(question, str) else repr(question),
-                   answer=None, status="failed", evidence=[], events=[], messages=[], images=[], turns=0,
-                   elapsed_s=0.0, error=error)
 
     @property
     def retrieved_ranked(self) -> list[str]:
@@ -70,30 +76,37 @@ class EpisodeResult:
         return list(seen)
 
     @property
+    def answered(self) -> bool:
+        return self.answer is not None and self.status != "failed"
+
+    def base_dict(self) -> dict[str, Any]:
+        """The shared part of `to_dict()`."""
+        return {"episode_id": self.episode_id, "question": self.question, "answer": self.answer,
+                "status": self.status, "evidence": self.evidence, "turns": self.turns, "elapsed_s": self.elapsed_s,
+                "timings": self.timings, "usage": self.usage, "error": self.error,
+                "turn_records": [asdict(r) for r in self.turn_records]}
+
+
+@dataclass(kw_only=True)
+class EpisodeResult(EpisodeResultBase):
+    """A VRAG episode: `evidence` is, per page looked at, page_id, image_path and crop regions (page pixels)."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)  # images as {"type": "image_ref", "image_id"}
+    images: list[ImageRef] = field(default_factory=list)
+    step_graph: StepGraph = field(default_factory=StepGraph)
+
+    @classmethod
+    def failure(cls, question: str, error: str, episode_id: str = "") -> EpisodeResult:
+        """A result for an episode that could not even start (e.g. an empty question)."""
+        return cls(episode_id=episode_id, question=question if isinstance(question, str) else repr(question),
+                   answer=None, status="failed", events=[], turns=0, elapsed_s=0.0, error=error)
+
+    @property
     def retrieved_page_ids(self) -> list[str]:
         """Pages the agent looked at, in first-seen order (what retrieval metrics score)."""
         return [e["page_id"] for e in self.evidence]
 
-    @property
-    def answered(self) -> bool:
-        return self.answer is not None and self.status != "failed"
-
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "episode_id": self.episode_id,
-            "question": self.question,
-            "answer": self.answer,
-            "status": self.status,
-            "evidence": self.evidence,
-            "retrieved_page_ids": self.retrieved_page_ids,
-            "turns": self.turns,
-            "elapsed_s": self.elapsed_s,
-            "timings": self.timings,
-            "usage": self.usage,
-            "error": self.error,
-            "turn_records": [asdict(r) for r in self.turn_records],
-            "step_graph": self.step_graph.to_dict(),
-            "images": [i.to_dict() for i in self.images],
-            "messages": self.messages,
-            "events": [e.to_dict() for e in self.events],
-        }
+        return {**self.base_dict(), "retrieved_page_ids": self.retrieved_page_ids,
+                "step_graph": self.step_graph.to_dict(), "images": [i.to_dict() for i in self.images],
+                "messages": self.messages, "events": [e.to_dict() for e in self.events]}
