@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("qdrant_client")
 
-from search_engine.backends.qdrant import QdrantBackend  # noqa: E402
+from search_engine.backends.qdrant import QdrantBackend, point_id  # noqa: E402
 from search_engine.engine import SearchEngine  # noqa: E402
 from search_engine.index.manifest import Manifest  # noqa: E402
 from search_engine.ingest import Ingestor  # noqa: E402
@@ -107,3 +107,72 @@ def test_qdrant_writes_are_retried_then_reported(tmp_path):
     failing.ensure_collection(128)
     with pytest.raises(RuntimeError, match="upsert failed after 2 attempts"):
         failing.upsert_pages([("d_1", "d", vec)])
+
+
+def test_pooling_averages_contiguous_token_groups():
+    from search_engine.backends.qdrant import page_number, pool_tokens
+
+    tokens = np.arange(12, dtype=np.float32).reshape(6, 2)
+    np.testing.assert_allclose(pool_tokens(tokens, 3), [[1, 2], [5, 6], [9, 10]])
+    np.testing.assert_allclose(pool_tokens(tokens, 1), [tokens.mean(0)])
+    assert pool_tokens(tokens, 50).shape == (6, 2)  # never more groups than tokens
+    assert page_number("report_2024_7") == 7 and page_number("cover") is None
+
+
+def _clustered_pages(n, seed=0, dim=32):
+    rng = np.random.default_rng(seed)
+    topics = rng.standard_normal((12, dim)).astype(np.float32)
+    pages = []
+    for _ in range(n):
+        t = topics[rng.choice(12, 2, replace=False)]
+        tokens = np.repeat(t, 10, axis=0) + 0.6 * rng.standard_normal((20, dim)).astype(np.float32)
+        pages.append(tokens / np.linalg.norm(tokens, axis=1, keepdims=True))
+    return pages
+
+
+@pytest.mark.parametrize("quantization", ["none", "scalar", "binary"])
+def test_two_stage_prefetch_then_maxsim_rerank(quantization):
+    """Pooled prefetch (a few pages) then MaxSim on the full tokens: the scores returned are exact MaxSim,
+    only pages outside the prefetch can be missed, and a starved prefetch finds fewer of the exact top-10."""
+    from qdrant_client import QdrantClient
+
+    from search_engine.index.maxsim import MaxSimScorer
+
+    pages = _clustered_pages(150)
+    ids = [f"doc{i // 3}_{i % 3 + 1}" for i in range(150)]
+    exact = MaxSimScorer(np.concatenate(pages), [len(p) for p in pages])
+    rng = np.random.default_rng(3)
+    queries = [pages[i][rng.choice(20, 5, replace=False)] for i in rng.choice(150, 12, replace=False)]
+    reference = exact.score(queries)
+
+    def recall(prefetch):
+        client = QdrantClient(location=":memory:")
+        backend = QdrantBackend(ids, client=client, collection="c", depth=10, pool_groups=4,
+                                prefetch_limit=prefetch, quantization=quantization, on_disk=True, hnsw_m=8)
+        backend.ensure_collection(32)
+        backend.upsert_pages([(pid, pid.split("_")[0], v) for pid, v in zip(ids, pages)])
+        config = client.get_collection("c").config.params.vectors
+        assert set(config) == {"visual", "pooled"}
+        point = client.retrieve("c", [point_id(ids[4])], with_payload=True, with_vectors=["pooled"])[0]
+        assert point.payload == {"page_id": "doc1_2", "doc_id": "doc1", "page": 2}
+        assert len(point.vector["pooled"]) == 4
+        scores = backend.score(queries)
+        hits = []
+        for qi in range(len(queries)):
+            ranked = np.flatnonzero(np.isfinite(scores[qi]))
+            assert len(ranked) <= 10
+            np.testing.assert_allclose(scores[qi, ranked], reference[qi, ranked], rtol=1e-4, atol=1e-4)
+            top = set(np.argsort(-reference[qi])[:10].tolist())
+            hits.append(len(top & set(ranked.tolist())) / 10)
+        return float(np.mean(hits))
+
+    assert recall(150) == 1.0  # the prefetch holds every page: exact
+    assert recall(60) >= 0.8
+    assert recall(10) < recall(150)
+
+
+def test_bad_qdrant_options_are_refused():
+    with pytest.raises(ValueError, match="quantization"):
+        QdrantBackend(["a_1"], quantization="pq")
+    with pytest.raises(ValueError, match="prefetch_limit"):
+        QdrantBackend(["a_1"], prefetch_limit=0)
