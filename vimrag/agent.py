@@ -80,12 +80,13 @@ class VimEpisode(EpisodeEngine):
         record.tool_calls, record.valid = [c.name for c in parsed.calls], parsed.valid
         if parsed.think:
             yield self._emit(ThinkEvent(turn=turn, text=parsed.think))
-        errors, done, searches = list(parsed.errors), [], []
+        errors, done = list(parsed.errors), []
+        searches: list[tuple[str, str]] = []
         for call in parsed.calls:
             try:
                 if call.name == "summarize_and_memorize":
-                    event, problems = self._memorize(turn, call)
-                    yield self._emit(event)
+                    memorized, problems = self._memorize(turn, call)
+                    yield self._emit(memorized)
                     done.append("memorize")
                     if problems:
                         raise ValueError(problems)
@@ -218,8 +219,9 @@ class VimEpisode(EpisodeEngine):
 
 def _ref(image_id: str, hit: SearchResultPage, page: Image.Image, box: list[int], image: Image.Image,
          key: str) -> ImageRef:
+    x1, y1, x2, y2 = box
     return ImageRef(image_id=image_id, page_id=hit.page_id, image_path=hit.image_path or hit.image_url,
-                    page_size=(page.width, page.height), page_box=tuple(box), shown_size=image.size,
+                    page_size=(page.width, page.height), page_box=(x1, y1, x2, y2), shown_size=image.size,
                     is_crop=box != [0, 0, page.width, page.height], image=image, cache_key=key)
 
 

@@ -141,8 +141,9 @@ class GraphMemory:
 def _memory_item(candidate: Candidate, entry: MemorizeEntry) -> MemoryItem:
     hit, meta, page = candidate.hit, candidate.hit.metadata or {}, candidate.page
     assert page is not None
-    base = {"label": candidate.label, "ref_id": hit.page_id, "doc_id": hit.doc_id, "page_number": hit.page_number,
-            "priority": min(5.0, entry.priority), "image_url": hit.image_url, "page_size": [page.width, page.height]}
+    base: dict[str, Any] = {"label": candidate.label, "ref_id": hit.page_id, "doc_id": hit.doc_id,
+                            "page_number": hit.page_number, "priority": min(5.0, entry.priority),
+                            "image_url": hit.image_url, "page_size": [page.width, page.height]}
     item_id = f"{candidate.node_id}/{candidate.label}"
     if candidate.kind == "video_segment":
         start, end = float(meta.get("start_s", 0.0)), float(meta.get("end_s", 0.0))

@@ -17,7 +17,9 @@ it, what the evidence is, which steps built on which) plus the subclass's `_act`
 run its tools). `Memory.appends_only` tells a token recorder what it is recording: one growing
 conversation (one sample per episode: `TokenRecordingPolicy`) or a fresh prompt per model call
 (one sample per call: `vrag_rl.agent.policies.step_recorder.StepRecordingPolicy`);
-`recording_policy()` picks the right one.
+`step_recorder.recording_policy(memory.appends_only, ...)` picks the right one. Each model call is one
+`TurnRecord` (index = the call's index), so a recorded step, its turn record and its node in the
+step graph (`StepNode.turn_indices`) line up — what GGPO on VimRAG's memory graph needs.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from PIL import Image
 
@@ -68,8 +70,16 @@ class Memory(Protocol):
 class PromptsLike(Protocol):
     """The two lines the engine itself says to the model."""
 
-    force_answer: str
-    invalid_action: str  # with a {reason} field
+    @property
+    def force_answer(self) -> str: ...
+
+    @property
+    def invalid_action(self) -> str:
+        """With a {reason} field."""
+        ...
+
+
+EventT = TypeVar("EventT", bound=AgentEvent)
 
 
 @dataclass
@@ -278,7 +288,7 @@ class EpisodeEngine:
     def step_graph(self) -> StepGraph:
         return self.memory.step_graph()
 
-    def _emit(self, event: AgentEvent) -> AgentEvent:
+    def _emit(self, event: EventT) -> EventT:
         self.events.append(event)
         return event
 

@@ -29,14 +29,15 @@ from vrag_rl.agent.policies.openai_http import EncodedImageCache, OpenAIPolicy
 from vrag_rl.agent.policy import Policy
 
 ResultT = TypeVar("ResultT")
+ResultT_co = TypeVar("ResultT_co", covariant=True)
 
 
-class RunnableEpisode(Protocol[ResultT]):
+class RunnableEpisode(Protocol[ResultT_co]):
     """What the front end needs of an episode: its event stream, then its result."""
 
     def run(self) -> AsyncIterator[AgentEvent]: ...
 
-    def result(self) -> ResultT: ...
+    def result(self) -> ResultT_co: ...
 
 
 class AgentFrontend(Generic[ResultT]):

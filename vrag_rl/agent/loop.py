@@ -15,7 +15,7 @@ always ends with one of `EPISODE_STATUSES` within `max_turns + 1` model calls, a
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from PIL import Image
@@ -70,9 +70,9 @@ class Episode(EpisodeEngine):
         if parsed.think:
             yield self._emit(ThinkEvent(turn=turn, text=parsed.think))
         if parsed.kind == "answer":
-            self.answer = parsed.answer
+            self.answer = parsed.answer or ""  # the parser never gives an empty answer
             self.memory.add_answer_step(record)
-            yield self._emit(AnswerEvent(turn=turn, answer=parsed.answer, evidence=self.evidence(), forced=forced))
+            yield self._emit(AnswerEvent(turn=turn, answer=self.answer, evidence=self.evidence(), forced=forced))
             outcome.answered = True
             return
         if forced or self._tokens_exhausted():  # the last call: only an answer counts
@@ -168,10 +168,12 @@ class Episode(EpisodeEngine):
         self.memory.add_user([text_part(text), _image_part(ref)])
         return self._emit(CropEvent(turn=turn, bbox=bbox, source=source, crop=ref))
 
-    def _show(self, page: Image.Image, key: str, page_id: str, page_box, parent: ImageRef | None = None) -> ImageRef:
+    def _show(self, page: Image.Image, key: str, page_id: str, page_box: Sequence[float],
+              parent: ImageRef | None = None) -> ImageRef:
         """The region resized as the model will see it, registered in the transcript."""
         cfg = self.config
-        box = tuple(int(v) for v in page_box)
+        x1, y1, x2, y2 = (int(v) for v in page_box)
+        box = (x1, y1, x2, y2)
         shown, view_key = self.pages.view(key, page, box, cfg.resize_factor, cfg.min_pixels, cfg.max_pixels)
         ref = ImageRef(image_id=self.memory.next_image_id(), page_id=page_id, image_path=self.page_paths[page_id],
                        page_size=(page.width, page.height), page_box=box, shown_size=shown.size,
@@ -191,4 +193,6 @@ class Episode(EpisodeEngine):
 
 
 def _image_part(ref: ImageRef) -> dict[str, Any]:
+    if ref.image is None:
+        raise ValueError(f"image {ref.image_id} has no pixels to show")
     return image_part(ref.image, ref.image_id, ref.cache_key or ref.image_id)

@@ -89,8 +89,10 @@ class VRAG(AgentFrontend[EpisodeResult]):
                 for ref in event.shown:
                     yield ("search_image", ref.image, "")
             elif isinstance(event, CropEvent) and event.crop is not None and event.source is not None:
-                yield ("bbox", str(event.bbox), f"<bbox>{event.bbox}</bbox>")
-                source_with_box = draw_box(event.source.image, tuple(int(v) for v in event.bbox))
+                yield ("bbox", str(event.bbox), f"<bbox>{event.bbox}</bbox>")  # upstream's name for a crop
+                x1, y1, x2, y2 = (int(v) for v in event.bbox)
+                source = event.source.image
+                source_with_box = draw_box(source, (x1, y1, x2, y2)) if source is not None else None
                 yield ("crop_image", event.crop.image, source_with_box)
             elif isinstance(event, AnswerEvent):
                 answer = event.answer
