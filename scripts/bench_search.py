@@ -12,8 +12,11 @@ in-RAM exact scorer; only where fp32 tokens fit in RAM), `exact-stream` (the str
 that made the ground truth: time per query from its cache), `fast:NPROBE:CANDIDATES` (centroid
 candidates + exact rerank from the on-disk store), `cfast:CODEC:NPROBE:CANDIDATES:RERANK[:EXACT]` (the
 compressed store: centroid candidates, centroid interaction, RERANK pages decoded and scored, and with
-EXACT > 0 the best EXACT rescored from the fp16 store; CODEC e.g. pq32, sq2), `qdrant` (qdrant-client
-local mode, in-process).
+EXACT > 0 the best EXACT rescored from the fp16 store; CODEC e.g. pq32, sq2), `qdrant[:GROUPS:PREFETCH]`
+(the Qdrant backend in qdrant-client's local mode: pooled prefetch of PREFETCH pages, then MaxSim;
+GROUPS=0: one-stage MaxSim scan), `qdrant-edge:GROUPS:PREFETCH[:QUANT]` (the same collection schema and
+query in Qdrant's Rust engine in-process, `qdrant-edge-py`; QUANT none/scalar/binary; put the package
+on PYTHONPATH, e.g. `pip install --target /work/venvs/qedge qdrant-edge-py`).
 
 Query sets (`--query-set`, made by `make_bench_corpus.py --query-sets ...`): standard (20 tokens of one
 page + small noise), noisy, multipage (tokens of three pages), half-unmatched (half the tokens random).
@@ -216,11 +219,16 @@ def run_method(method: str, corpus: Path, max_queries: int | None, query_set: st
             "disk_gib": (store.nbytes_on_disk() + fast.nbytes_on_disk()) / 2**30,
             "note": f"{meta['num_centroids']} centroids; opens in {open_s:.1f}s; "
                     f"first stage {fast.nbytes_on_disk() / 2**20:.0f} MiB + fp16 store"})
-    elif method == "qdrant":
+    elif method.startswith("qdrant-edge"):
+        result.update(run_qdrant_edge(method, store, queries, exact_rows))
+    elif method.startswith("qdrant"):
         from search_engine.backends.qdrant import QdrantBackend
 
+        fields = method.split(":")
+        groups, prefetch = (int(fields[1]), int(fields[2])) if len(fields) > 2 else (32, 400)
         page_ids = [f"bench_{i + 1}" for i in range(store.num_pages)]
-        backend = QdrantBackend(page_ids, location=":memory:", collection="bench", batch_size=256, depth=10)
+        backend = QdrantBackend(page_ids, location=":memory:", collection="bench", batch_size=256, depth=10,
+                                pool_groups=groups, prefetch_limit=prefetch)
         backend.ensure_collection(store.dim)
         started = time.perf_counter()
         mm = store.memmap()
@@ -234,10 +242,74 @@ def run_method(method: str, corpus: Path, max_queries: int | None, query_set: st
                 s = backend.score([q])[0]
             rows.append(np.argsort(-s)[:10])
         result.update(timer.stats(), **{"recall@10": recall_at(rows, exact_rows), "build_s": build,
-                                               "disk_gib": None, "note": "qdrant-client local mode (in-process)"})
+                                               "disk_gib": None,
+                                               "note": f"qdrant-client local mode (in-process, brute force); pooled "
+                                                       f"{groups} groups, prefetch {prefetch}"})
     else:
         raise SystemExit(f"unknown method {method}")
     return result
+
+
+def run_qdrant_edge(method: str, store, queries, exact_rows) -> dict:
+    """The Qdrant backend's schema and two-stage query in Qdrant's Rust engine (qdrant-edge-py), in-process."""
+    import shutil
+    import tempfile
+
+    import qdrant_edge as qe
+
+    from search_engine.backends.qdrant import POOLED_NAME, VECTOR_NAME, pool_tokens
+
+    fields = method.split(":")
+    groups, prefetch = int(fields[1]), int(fields[2])
+    quant = fields[3] if len(fields) > 3 else "none"
+    quant_config = {"none": None, "scalar": qe.ScalarQuantizationConfig(qe.ScalarType.Int8, always_ram=True),
+                    "binary": qe.BinaryQuantizationConfig(always_ram=True)}[quant]
+    maxsim = qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim)
+    vectors = {VECTOR_NAME: qe.EdgeVectorParams(size=store.dim, distance=qe.Distance.Dot, multivector_config=maxsim,
+                                                hnsw_config=qe.HnswIndexConfig(m=0, ef_construct=100,
+                                                                               full_scan_threshold=10),
+                                                quantization_config=quant_config,
+                                                datatype=qe.VectorStorageDatatype.Float16)}
+    if groups:
+        vectors[POOLED_NAME] = qe.EdgeVectorParams(size=store.dim, distance=qe.Distance.Dot, multivector_config=maxsim,
+                                                   hnsw_config=qe.HnswIndexConfig(m=16, ef_construct=100,
+                                                                                  full_scan_threshold=10),
+                                                   quantization_config=quant_config)
+    path = Path(tempfile.mkdtemp(prefix="qedge-", dir=os.environ.get("VRAG_BENCH_TMP")))
+    try:
+        shard = qe.EdgeShard.create(str(path), qe.EdgeConfig(vectors=vectors))
+        started = time.perf_counter()
+        mm = store.memmap()
+        for s in range(0, store.num_pages, 128):
+            points = []
+            for i in range(s, min(s + 128, store.num_pages)):
+                tokens = np.asarray(mm[store.offsets[i] : store.offsets[i + 1]], np.float32)
+                vec = {VECTOR_NAME: tokens.tolist()}
+                if groups:
+                    vec[POOLED_NAME] = pool_tokens(tokens, groups).tolist()
+                points.append(qe.Point(i + 1, vec, {"page_id": f"bench_{i + 1}"}))
+            shard.update(qe.UpdateOperation.upsert_points(points))
+        shard.flush()
+        shard.optimize()  # builds the HNSW index of the pooled vectors
+        build = time.perf_counter() - started
+        params = qe.SearchParams(quantization=qe.QuantizationSearchParams(rescore=True, oversampling=2.0)) \
+            if quant != "none" else None
+        timer, rows = Timer(), []
+        for q in queries:
+            ql = np.asarray(q, np.float32).tolist()
+            pre = [qe.Prefetch(limit=prefetch, query=qe.Query.Nearest(ql, using=POOLED_NAME), params=params)] \
+                if groups else None
+            with timer:
+                hits = shard.query(qe.QueryRequest(limit=10, query=qe.Query.Nearest(ql, using=VECTOR_NAME),
+                                                   prefetches=pre, params=params, with_payload=False))
+            rows.append(np.asarray([int(h.id) - 1 for h in hits]))
+        disk = dir_bytes(path)
+        shard.close()
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+    return {**timer.stats(), "recall@10": recall_at(rows, exact_rows), "build_s": build, "disk_gib": disk / 2**30,
+            "note": f"qdrant-edge-py (Rust engine, in-process); pooled {groups} groups in HNSW, prefetch {prefetch}, "
+                    f"quantization {quant}; fp16 token storage"}
 
 
 def run_worker(method: str, corpus: Path, max_queries: int | None, timeout: float, query_set: str = "standard"
@@ -313,9 +385,9 @@ def main() -> int:
                 continue
             if method == "colpali" and pages > args.max_colpali_pages:
                 continue
-            if method == "qdrant" and pages > args.max_qdrant_pages:
+            if method.split(":")[0] == "qdrant" and pages > args.max_qdrant_pages:
                 continue
-            if method in ("colpali", "qdrant"):
+            if method.split(":")[0] in ("colpali", "qdrant"):
                 limit = args.slow_queries
             print(f"[{pages:,} pages] {method} on {query_set} ...", file=sys.stderr, flush=True)
             row = run_worker(method, corpus, limit, args.timeout, query_set)
