@@ -44,6 +44,7 @@ from search_engine.api_models import (
 )
 from search_engine.engine import MAX_TOP_K, SearchEngine
 from search_engine.http_guard import (
+    AllowHeaderMiddleware,
     BodyLimitMiddleware,
     SafeJSONResponse,
     error_responses,
@@ -87,6 +88,7 @@ def create_app(engine: SearchEngine | None = None, index_dir: str | None = None,
                   description="Page-image retrieval over an index built by `vrag-search ingest`.")
     app.state.engine = engine
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
+    app.add_middleware(AllowHeaderMiddleware)  # a 405's Allow names GET and POST of /search alike
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError):

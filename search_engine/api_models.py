@@ -2,6 +2,7 @@
 
 Every bound is expressed as a JSON-schema constraint (strict types, lengths, patterns), so the
 OpenAPI document is the contract: what it accepts the server serves, what it rejects gets 422.
+Integer fields take integral floats (`top_k: 5.0`) because JSON Schema's `integer` does.
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from search_engine.engine import MAX_QUERY_CHARS, MAX_TOP_K
-from search_engine.http_guard import has_lone_surrogate
+from search_engine.http_guard import has_lone_surrogate, whole_number
 from search_engine.types import ID_PATTERN, SearchHit
 
 MAX_QUERIES = 64
@@ -37,7 +38,8 @@ class SearchRequest(BaseModel):
     queries: list[QueryText] = Field(..., min_length=1, max_length=MAX_QUERIES,
                                  description=f"1 to {MAX_QUERIES} queries, each 1 to {MAX_QUERY_CHARS} characters "
                                              "with at least one that is not whitespace")
-    top_k: int = Field(5, ge=1, le=MAX_TOP_K)
+    top_k: whole_number(ge=1, le=MAX_TOP_K) = Field(5, description="integral floats such as 5.0 count as "
+                                                                    "integers, as in JSON Schema")
     doc_ids: list[DocId] | None = Field(None, max_length=MAX_DOC_IDS,
                                         description="restrict the search to these documents (404 if none is known)")
     channels: list[Literal["visual", "text", "bm25"]] | None = Field(

@@ -21,7 +21,9 @@ Async first (the agent runs many episodes on one connection pool), with retries 
 backoff for the failures that pass (connection refused while the server starts, timeouts, 5xx); a
 4xx is the caller's mistake and is raised at once. The transport is aiohttp (see
 `search_engine.aio_session` for why, and for the session-per-loop rule); bodies are read up to
-`max_response_bytes` and refused past it; redirects are not followed.
+`max_response_bytes` and refused past it; redirects are not followed. Ids reach a URL only through
+`id_path`, which refuses anything outside the id grammar and escapes the rest, so an id such as
+`"../stats?x="` can never make the client call another endpoint (issue 21).
 """
 from __future__ import annotations
 
@@ -32,12 +34,13 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import quote
 
 import aiohttp
 
 from search_engine.aio_session import BodyTooLarge, LoopSession, send_with_retries
 from search_engine.page_layout import PageLayout, RegionHit
-from search_engine.types import SearchHit
+from search_engine.types import SearchHit, is_valid_id
 
 # The agent imports this name; it is the one hit type.
 SearchResultPage = SearchHit
@@ -49,6 +52,25 @@ MAX_RESPONSE_BYTES = 64 * 2**20  # a page image or a result list; more than this
 
 class SearchError(RuntimeError):
     """The search server could not answer (after retries), or refused the request."""
+
+
+class InvalidIdError(SearchError, ValueError):
+    """An id that does not fit the index's id grammar (`search_engine.types.ID_PATTERN`, no ".."): it is
+    refused before any request, so it can never name another endpoint or path of the server."""
+
+
+def check_id(value: object, what: str = "id") -> str:
+    """`value` if it is a valid page or document id, else InvalidIdError (a SearchError and a ValueError)."""
+    if not isinstance(value, str) or not is_valid_id(value):
+        raise InvalidIdError(f"{what} {str(value)[:80]!r} is not a valid id (1-200 characters: letters, digits, "
+                             "'.', '_', '-', starting with a letter or digit, no '..')")
+    return value
+
+
+def id_path(template: str, *ids: str) -> str:
+    """A URL path with each id checked (`check_id`) and percent-escaped into `template`'s `{}` slots:
+    every client method that puts an id into a URL builds it here."""
+    return template.format(*(quote(check_id(i), safe="") for i in ids))
 
 
 class SearchClient:
@@ -126,9 +148,10 @@ class SearchClient:
 
     async def page_image(self, page_id: str, max_side: int | None = None) -> bytes:
         """The page's image (JPEG bytes), shrunk to `max_side` when given (our servers only)."""
+        path = id_path("/pages/{}/image", page_id)
         params = {"max_side": max_side} if max_side else None
         try:
-            return (await self._request("GET", f"/pages/{page_id}/image", params=params)).content
+            return (await self._request("GET", path, params=params)).content
         except _Refused as exc:
             if self.protocol == "upstream" and exc.status in (404, 405):
                 raise SearchError(f"page {page_id}: an upstream VRAG search server serves no images; its hits' "
@@ -138,7 +161,7 @@ class SearchClient:
     async def page_layout(self, page_id: str) -> PageLayout:
         """The page's structure (regions with boxes in page-image pixels; our servers only). SearchError
         when the server has none for the page (its message says why, e.g. an index to upgrade)."""
-        body = (await self._request("GET", f"/pages/{page_id}/layout")).json()
+        body = (await self._request("GET", id_path("/pages/{}/layout", page_id))).json()
         try:
             return PageLayout.from_dict(body)
         except (KeyError, TypeError, ValueError) as exc:

@@ -12,16 +12,24 @@ client sends must end in a 4xx with a JSON body, never a 500 or an unbounded all
   image in an error message is 20 MB of error).
 * `keys_match` compares API keys as bytes: `secrets.compare_digest` raises TypeError on non-ASCII
   `str`, which turned a wrong key — or a non-ASCII configured key — into a 500.
+* `BearerTokenMiddleware` is that check in front of a whole ASGI app (the policy server's `/v1`, the
+  MCP server's HTTP transport), answering 401 before any body is read.
+* `WholeNumber` is an integer field that also takes an integral float (`5.0`): JSON Schema counts
+  5.0 as an integer, so a schema that says `integer` and a server that refuses 5.0 disagree (issue 21).
+* `AllowHeaderMiddleware` makes a 405's `Allow` list every method the path serves (Starlette names
+  only the first route's, so `OPTIONS /search` said `POST` though GET is served too).
 """
 from __future__ import annotations
 
+import ipaddress
 import json
 import math
 import secrets
 from collections.abc import Iterable
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, BeforeValidator, Field, StrictInt
+from starlette.datastructures import MutableHeaders
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -87,6 +95,108 @@ def keys_match(given: str | bytes | None, expected: str) -> bool:
         return False
     raw = given if isinstance(given, bytes) else given.encode("latin-1", errors="replace")
     return secrets.compare_digest(raw, expected.encode("utf-8"))
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for an address only this machine can reach (127.0.0.0/8, ::1, localhost)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _whole_number(value: Any) -> Any:
+    """5.0 → 5 (what JSON Schema calls an integer); 5.5, "5", true stay as they are and fail the int check."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return value
+
+
+def whole_number(**bounds: int) -> Any:
+    """An integer type that takes an integral float too, and nothing else (no "5", no true) whether the model
+    is strict or not; its JSON schema is `integer` with `bounds` (ge, le, lt, gt) as minimum/maximum.
+    The bounds sit inside, on the int itself: given as `Field(ge=...)` around the validated type, pydantic
+    writes them into the schema as `ge`/`le`, which are not JSON Schema keywords."""
+    return Annotated[StrictInt, Field(**bounds), BeforeValidator(_whole_number)]
+
+
+WholeNumber = whole_number()
+
+
+class BearerTokenMiddleware:
+    """401 (with `WWW-Authenticate: Bearer`) for a request under `path_prefix` without the right token,
+    before the app reads anything. The token is `Authorization: Bearer <token>`, or `X-API-Key` with
+    `accept_x_api_key` (the search server's convention); compared in constant time (`keys_match`).
+    Lifespan and other non-HTTP scopes pass through."""
+
+    def __init__(self, app: ASGIApp, token: str, *, path_prefix: str = "", accept_x_api_key: bool = False,
+                 message: str = "missing or wrong API key (send Authorization: Bearer <key>)"):
+        if not token:
+            raise ValueError("token must not be empty")
+        self.app = app
+        self.expected = token
+        self.path_prefix = path_prefix
+        self.accept_x_api_key = accept_x_api_key
+        self.message = message
+
+    def _authorized(self, scope: Scope) -> bool:
+        headers = dict(scope.get("headers") or [])
+        scheme, _, given = headers.get(b"authorization", b"").partition(b" ")
+        if scheme.lower() == b"bearer" and keys_match(given.strip(), self.expected):
+            return True
+        return self.accept_x_api_key and keys_match(headers.get(b"x-api-key"), self.expected)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket") and scope.get("path", "").startswith(self.path_prefix) \
+                and not self._authorized(scope):
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close", "code": 1008})
+                return
+            response = SafeJSONResponse({"detail": self.message}, status_code=401,
+                                        headers={"WWW-Authenticate": "Bearer"})
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+class AllowHeaderMiddleware:
+    """On a 405, `Allow` lists the methods of every route at the request's path (RFC 9110 §15.5.6).
+
+    Starlette answers a method that no route at the path serves with the first matching route's
+    methods only; with `POST /search` and `GET /search` as two routes, `OPTIONS /search` said
+    `Allow: POST`. The routes are read from `scope["app"]` (the FastAPI app, set before middleware runs).
+    """
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_allow(message: Message) -> None:
+            if message["type"] == "http.response.start" and message.get("status") == 405:
+                methods = _methods_at(scope)
+                if methods:
+                    headers = MutableHeaders(scope=message)
+                    headers["allow"] = ", ".join(sorted(methods))
+            await send(message)
+
+        await self.app(scope, receive, send_with_allow)
+
+
+def _methods_at(scope: Scope) -> set[str]:
+    router = getattr(scope.get("app"), "router", None)
+    methods: set[str] = set()
+    path = scope.get("path", "")
+    for route in getattr(router, "routes", ()):
+        regex, route_methods = getattr(route, "path_regex", None), getattr(route, "methods", None)
+        if regex is not None and route_methods and regex.match(path):
+            methods |= set(route_methods)
+    return methods
 
 
 class BodyLimitMiddleware:

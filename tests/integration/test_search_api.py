@@ -93,7 +93,7 @@ def test_path_traversal_ids_are_refused(search_server, raw_path):
     ({"queries": [""]}, "at least 1 character"),
     ({"queries": ["x" * 2001]}, "at most 2000 characters"),
     ({"queries": ["ok"], "top_k": False}, "valid integer"),
-    ({"queries": ["ok"], "top_k": 1.0}, "valid integer"),
+    ({"queries": ["ok"], "top_k": 1.5}, "valid integer"),
     ({"queries": ["ok"], "top_k": "3"}, "valid integer"),
     ({"queries": ["ok"], "top_k": 0}, "greater than or equal to 1"),
     ({"queries": ["ok"], "top_k": 51}, "less than or equal to 50"),
@@ -104,6 +104,20 @@ def test_bad_requests_get_clear_4xx(search_server, body, fragment):
     response = httpx.post(f"{search_server.url}/search", json=body)
     assert response.status_code == 422
     assert fragment in response.text
+
+
+def test_schema_and_behaviour_agree(text_search_server):
+    """Issue 21: `top_k: 3.0` is an integer to JSON Schema, so it is served; a 405's Allow lists every
+    method the path serves (OPTIONS /search said POST only, though GET is served too)."""
+    url = text_search_server.url
+    response = httpx.post(f"{url}/search", json={"queries": ["solar capacity"], "top_k": 3.0})
+    assert response.status_code == 200 and len(response.json()["results"][0]) == 3
+    assert httpx.get(f"{url}/search", params={"queries": "solar", "top_k": "2.0"}).status_code == 200
+    for method, path, allowed in [("OPTIONS", "/search", {"GET", "POST"}), ("DELETE", "/search", {"GET", "POST"}),
+                                  ("PUT", "/pages/solar_energy_brief_3/image", {"GET"}), ("GET", "/reload", {"POST"})]:
+        response = httpx.request(method, url + path)
+        assert response.status_code == 405, (method, path)
+        assert {m.strip() for m in response.headers["allow"].split(",")} == allowed, (method, path)
 
 
 def test_unknown_ids(search_server):

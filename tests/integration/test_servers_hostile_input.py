@@ -143,13 +143,20 @@ def test_echoed_lone_surrogate_is_a_422_without_exception_text(echo_policy):
         "<answer>what is 7?</answer>"
 
 
-@pytest.mark.parametrize("extra", [{"n": "1.0"}, {"max_tokens": "5.0"}, {"stream": '"true"'}, {"seed": "true"},
+@pytest.mark.parametrize("extra", [{"n": "1.5"}, {"max_tokens": "5.5"}, {"max_tokens": '"5"'}, {"stream": '"true"'},
+                                   {"seed": "true"},
                                    {"temperature": "NaN"}, {"top_p": "Infinity"},
                                    {"stop": "[" + ",".join(['"s"'] * 17) + "]"}])
 def test_policy_strict_types_and_non_finite_numbers(echo_policy, extra):
     response = chat(echo_policy, "Question: x", **extra)
     assert response.status_code == 422, response.text
     assert isinstance(response.json()["detail"], list)
+
+
+def test_policy_integral_floats_are_integers(echo_policy):
+    """JSON Schema's `integer` includes 5.0, so the server that publishes it serves it (issue 21)."""
+    response = chat(echo_policy, "Question: x", n="1.0", max_tokens="5.0", seed="7.0")
+    assert response.status_code == 200, response.text
 
 
 def test_policy_body_and_text_limits(echo_policy):

@@ -21,10 +21,11 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
 from search_engine.http_guard import (
+    AllowHeaderMiddleware,
+    BearerTokenMiddleware,
     BodyLimitMiddleware,
     SafeJSONResponse,
     error_responses,
-    keys_match,
     validation_error_body,
 )
 from vrag_rl.policy_server.protocol import (
@@ -90,8 +91,10 @@ def create_app(backend: Backend, model_name: str, api_key: str | None = None, *,
         return limiter_box["limiter"]
 
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
+    app.add_middleware(AllowHeaderMiddleware)
     if api_key:  # added last, so it runs first: a stranger gets 401 before any body is read
-        app.add_middleware(_ApiKeyMiddleware, api_key=api_key)
+        app.add_middleware(BearerTokenMiddleware, token=api_key, path_prefix="/v1",
+                           message="missing or wrong API key (send Authorization: Bearer <key>)")
     errors = error_responses(401, 413, 500) if api_key else error_responses(413, 500)
 
     def run(body: ChatCompletionRequest) -> Generation:
@@ -154,25 +157,6 @@ def create_app(backend: Backend, model_name: str, api_key: str | None = None, *,
 class HealthInfo(BaseModel):
     status: str
     model: str
-
-
-class _ApiKeyMiddleware:
-    """Checks the bearer key before the body is read, so a stranger gets 401 and not a validation error."""
-
-    def __init__(self, app, api_key: str):
-        self.app = app
-        self.expected = api_key
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope.get("path", "").startswith("/v1"):
-            header = dict(scope.get("headers") or []).get(b"authorization", b"")
-            scheme, _, given = header.partition(b" ")
-            if scheme.lower() != b"bearer" or not keys_match(given.strip(), self.expected):
-                response = SafeJSONResponse({"detail": "missing or wrong API key (send Authorization: Bearer <key>)"},
-                                        status_code=401, headers={"WWW-Authenticate": "Bearer"})
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
 
 
 def _pieces(text: str) -> list[str]:

@@ -22,12 +22,11 @@ from pydantic import (
     Field,
     PrivateAttr,
     StrictBool,
-    StrictInt,
     field_validator,
     model_validator,
 )
 
-from search_engine.http_guard import has_lone_surrogate
+from search_engine.http_guard import has_lone_surrogate, whole_number
 
 MAX_MESSAGES = 256
 MAX_IMAGES = 32
@@ -134,23 +133,24 @@ class ChatCompletionRequest(BaseModel):
     # Unknown OpenAI/vLLM fields (user, logprobs, ...) are ignored, as vLLM ignores what it does not use.
     model_config = ConfigDict(extra="ignore")
 
-    # Integers and booleans are strict (`n: 1.0`, `stream: "yes"` are 422): the schema says integer/boolean.
+    # Integers and booleans are strict (`n: "1"`, `stream: "yes"` are 422): the schema says integer/boolean.
+    # An integral float (`max_tokens: 5.0`) is an integer, as JSON Schema's `integer` says (issue 21).
     model: str | None = Field(None, max_length=256)
     messages: list[ChatMessage] = Field(..., min_length=1, max_length=MAX_MESSAGES,
                                         description=f"at most {MAX_IMAGES} images and {MAX_TOTAL_TEXT_CHARS} "
                                                     "characters of text in all")
     temperature: float = Field(1.0, ge=0.0, le=2.0)
     top_p: float = Field(1.0, ge=0.0, le=1.0)
-    max_tokens: StrictInt | None = Field(512, ge=1, le=MAX_TOKENS_LIMIT)
-    max_completion_tokens: StrictInt | None = Field(None, ge=1, le=MAX_TOKENS_LIMIT)
+    max_tokens: whole_number(ge=1, le=MAX_TOKENS_LIMIT) | None = 512
+    max_completion_tokens: whole_number(ge=1, le=MAX_TOKENS_LIMIT) | None = None
     stop: Annotated[str, Field(max_length=MAX_STOP_CHARS)] | Annotated[
         list[Annotated[str, Field(max_length=MAX_STOP_CHARS)]], Field(max_length=MAX_STOPS)] | None = None
     stream: StrictBool = False
     stream_options: StreamOptions | None = None
-    n: StrictInt = Field(1, ge=1, le=1, description="only n=1 is supported")
-    seed: StrictInt | None = Field(None, ge=-(2**63), lt=2**64)
+    n: whole_number(ge=1, le=1) = Field(1, description="only n=1 is supported")
+    seed: whole_number(ge=-(2**63), lt=2**64) | None = None
     # vLLM extensions the RL trainer sends through `extra_body`
-    top_k: StrictInt | None = Field(None, ge=-1, le=1_000_000)
+    top_k: whole_number(ge=-1, le=1_000_000) | None = None
     repetition_penalty: float | None = Field(None, gt=0.0, le=10.0)
 
     @field_validator("messages")
