@@ -217,6 +217,7 @@ def run_method(method: str, corpus: Path, max_queries: int | None, query_set: st
         result.update(timer.stats(), **{
             "recall@10": recall_at(rows, exact_rows), "build_s": meta.get("build_seconds", float("nan")),
             "disk_gib": (store.nbytes_on_disk() + fast.nbytes_on_disk()) / 2**30,
+            "bytes_per_page": (store.nbytes_on_disk() + fast.nbytes_on_disk()) / store.num_pages,
             "note": f"{meta['num_centroids']} centroids; opens in {open_s:.1f}s; "
                     f"first stage {fast.nbytes_on_disk() / 2**20:.0f} MiB + fp16 store"})
     elif method.startswith("qdrant-edge"):
@@ -348,6 +349,41 @@ def print_table(rows: list[dict]) -> None:
               f"{r.get('note', '')} |")
 
 
+def plot_scale(rows: list[dict], out: Path) -> None:
+    """Latency (CPU and wall p50), recall@10, bytes per page and build time against corpus size, one line per
+    method and query set (standard set solid, harder sets dashed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    good = [r for r in rows if "error" not in r and r.get("p50_ms") is not None]
+    fig, axes = plt.subplots(1, 4, figsize=(19, 4.4))
+    panels = [("cpu_p50_ms", "CPU ms per query (p50)", True), ("recall@10", "recall@10 vs exact", False),
+              ("bytes_per_page", "index bytes per page", True),
+              ("build_s", "build seconds (wall, loaded machine)", True)]
+    series: dict[tuple[str, str], list[dict]] = {}
+    for r in good:
+        series.setdefault((r["method"], r.get("query_set", "standard")), []).append(r)
+    for ax, (key, label, log) in zip(axes, panels):
+        for (method, query_set), rs in sorted(series.items()):
+            pts = sorted((r["pages"], r[key]) for r in rs if r.get(key) is not None)
+            if key in ("bytes_per_page", "build_s", "cpu_p50_ms") and query_set != "standard":
+                continue
+            if pts:
+                ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=f"{method} ({query_set})",
+                        linestyle="-" if query_set == "standard" else "--")
+        ax.set_xscale("log")
+        if log:
+            ax.set_yscale("log")
+        ax.set_xlabel("pages")
+        ax.set_title(label, fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[1].legend(fontsize=6, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, action="append", help="corpus dir(s) from make_bench_corpus.py")
@@ -359,6 +395,9 @@ def main() -> int:
     parser.add_argument("--max-qdrant-pages", type=int, default=2_000, help="local mode holds everything in RAM")
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--json", type=Path, help="also write the rows as JSON")
+    parser.add_argument("--append-json", action="store_true", help="add the rows to an existing --json file")
+    parser.add_argument("--plot", type=Path, help="plot every row of --json against corpus size into this PNG")
+    parser.add_argument("--plot-only", action="store_true", help="only redraw --plot from --json (no runs)")
     parser.add_argument("--query-set", nargs="+", default=["standard"],
                         help="query sets to run (standard noisy multipage half-unmatched)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -371,6 +410,11 @@ def main() -> int:
         result["peak_rss_gib"] = peak_rss_gib()
         result["load_avg_1m"] = os.getloadavg()[0]  # the 2 cores are shared: context for the latencies
         print(json.dumps(result))
+        return 0
+    if args.plot_only:
+        rows = json.loads(args.json.read_text())
+        print_table(rows)
+        plot_scale(rows, args.plot)
         return 0
     if not args.corpus:
         parser.error("--corpus is required")
@@ -396,7 +440,11 @@ def main() -> int:
             print(json.dumps(row), file=sys.stderr, flush=True)
     print_table(rows)
     if args.json:
+        if args.append_json and args.json.exists():
+            rows = json.loads(args.json.read_text()) + rows
         args.json.write_text(json.dumps(rows, indent=1))
+    if args.plot:
+        plot_scale(rows, args.plot)
     return 0
 
 
