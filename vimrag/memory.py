@@ -25,6 +25,7 @@ from vrag_rl.agent.events import ImageRef
 from vrag_rl.agent.images import map_bbox_to_page
 from vrag_rl.agent.page_images import PageImageStore
 from vrag_rl.agent.policy import Message, text_part
+from vrag_rl.agent.result import TurnRecord
 from vrag_rl.agent.step_graph import StepGraph
 
 
@@ -88,7 +89,8 @@ class GraphMemory:
                  "key_timestamps": i.key_timestamps, "priority": i.priority}
                 for n, i in self.graph.items() if n.node_id in path]
 
-    def step_graph(self) -> StepGraph:
+    def step_graph(self, records: list[TurnRecord]) -> StepGraph:
+        """The memory graph itself (its nodes name the turns that made them; `records` add nothing)."""
         return self.graph.to_step_graph()
 
     # ---- what the tools do to it ------------------------------------------------------------------------------

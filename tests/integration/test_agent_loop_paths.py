@@ -139,8 +139,9 @@ def test_a_crop_of_a_crop_builds_on_the_crop(remote_search):
         Prompts().crop.format(bbox=[350, 280, 700, 560]), Prompts().crop.format(bbox=[0, 0, 100, 100])]
     assert [m["content"][1] for m in crop_messages] == [{"type": "image_ref", "image_id": "img-1"},
                                                         {"type": "image_ref", "image_id": "img-2"}]
+    # the answer builds on every step that put an image into its context (vrag_step_graph's rule)
     assert [(n.step_id, n.parent_ids) for n in result.step_graph.steps()] == [
-        ("t0", ("root",)), ("t1", ("t0",)), ("t2", ("t1",)), ("t3", ("t2",))]
+        ("t0", ("root",)), ("t1", ("t0",)), ("t2", ("t1",)), ("t3", ("t0", "t1", "t2"))]
     assert result.evidence == [{"page_id": MARKER_PAGE, "image_path": page.image_path,
                                 "crops": [list(first.page_box), list(second.page_box)]}]
 

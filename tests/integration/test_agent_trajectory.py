@@ -72,7 +72,7 @@ def test_search_crop_answer_trajectory(scripted_policy, remote_search):
     assert graph.steps() == [
         StepNode("t0", (ROOT_ID,), "search", (0,), (PAGE,)),
         StepNode("t1", ("t0",), "crop", (1,), (PAGE,)),
-        StepNode("t2", ("t1",), "answer", (2,), ()),
+        StepNode("t2", ("t0", "t1"), "answer", (2,), ()),  # every step that showed an image
     ]
     assert graph.answer_id == "t2" and graph.answer_path() == {ROOT_ID, "t0", "t1", "t2"}
     assert result.retrieved_ranked == [PAGE, "giraffe_1"]
@@ -88,8 +88,9 @@ def test_invalid_turns_and_a_second_search_in_the_step_graph(scripted_policy, re
     assert [r.action for r in result.turn_records] == ["search", "invalid", "search", "crop", "answer"]
     assert [(n.step_id, n.parent_ids, n.kind) for n in result.step_graph.steps()] == [
         ("t0", (ROOT_ID,), "search"), ("t1", (ROOT_ID,), "invalid"), ("t2", (ROOT_ID,), "search"),
-        ("t3", ("t2",), "crop"), ("t4", ("t3",), "answer")]
-    assert result.step_graph.answer_path() == {ROOT_ID, "t2", "t3", "t4"}
+        ("t3", ("t2",), "crop"), ("t4", ("t0", "t2", "t3"), "answer")]
+    # the first search's page is still in the context the model answered from: on the path, never pruned
+    assert result.step_graph.answer_path() == {ROOT_ID, "t0", "t2", "t3", "t4"}
     # the crop cut the giraffe page (the last image), its top-left quarter in page pixels
     assert result.images[-1].page_id == "giraffe_1" and result.images[-1].page_box == (0, 0, 500, 400)
 

@@ -62,8 +62,8 @@ class Memory(Protocol):
         """What the answer rests on (per page, or per memorised item)."""
         ...
 
-    def step_graph(self) -> StepGraph:
-        """Which step built on which (what GGPO reads)."""
+    def step_graph(self, records: list[TurnRecord]) -> StepGraph:
+        """Which step built on which (what GGPO reads), given the episode's turn records."""
         ...
 
 
@@ -286,7 +286,7 @@ class EpisodeEngine:
         return self.memory.evidence()
 
     def step_graph(self) -> StepGraph:
-        return self.memory.step_graph()
+        return self.memory.step_graph(self.turn_records)
 
     def _emit(self, event: EventT) -> EventT:
         self.events.append(event)

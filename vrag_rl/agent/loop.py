@@ -71,12 +71,10 @@ class Episode(EpisodeEngine):
             yield self._emit(ThinkEvent(turn=turn, text=parsed.think))
         if parsed.kind == "answer":
             self.answer = parsed.answer or ""  # the parser never gives an empty answer
-            self.memory.add_answer_step(record)
             yield self._emit(AnswerEvent(turn=turn, answer=self.answer, evidence=self.evidence(), forced=forced))
             outcome.answered = True
             return
         if forced or self._tokens_exhausted():  # the last call: only an answer counts
-            self.memory.add_step(record, parsed.kind, (), ())
             return
         reason = parsed.reason
         if parsed.kind == "search":
@@ -96,7 +94,6 @@ class Episode(EpisodeEngine):
                     return
                 reason = event.message
         record.action, record.valid, record.reason = "invalid", False, reason
-        self.memory.add_step(record, "invalid", (), ())
         outcome.invalid, outcome.unusable = reason, True
 
     # ---- tools ---------------------------------------------------------------------------------------------------
@@ -104,7 +101,6 @@ class Episode(EpisodeEngine):
         yield self._emit(SearchEvent(turn=turn, queries=queries))
         results = await self._search(turn, queries)
         if isinstance(results, ErrorEvent):
-            self.memory.add_step(record, "search", (), ())
             yield results
             return
         record.retrieved = [[h.page_id for h in hits] for hits in results]
@@ -124,7 +120,6 @@ class Episode(EpisodeEngine):
             content.append(_image_part(ref))
             shown.append(ref)
         record.shown_image_ids = [ref.image_id for ref in shown]
-        self.memory.add_step(record, "search", (), tuple(ref.page_id for ref in shown))
         if not shown:
             self.memory.add_feedback(self.prompts.no_new_results.format(query=" | ".join(queries)))
         else:
@@ -163,7 +158,6 @@ class Episode(EpisodeEngine):
         record.crop_source_image_id = source.image_id
         record.crop_page_box = list(page_box)
         record.shown_image_ids = [ref.image_id]
-        self.memory.add_step(record, "crop", (self.memory.step_of_image(source.image_id),), (source.page_id,))
         text = self.prompts.crop.format(bbox=[round(v) for v in bbox])
         self.memory.add_user([text_part(text), _image_part(ref)])
         return self._emit(CropEvent(turn=turn, bbox=bbox, source=source, crop=ref))

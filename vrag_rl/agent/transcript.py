@@ -3,8 +3,9 @@
 What the model sees next is everything so far: the instructions and question, then each reply and
 each observation (page images, crops, feedback) appended in order — never edited, which is what the
 token recorder relies on (`appends_only`). The evidence is every page shown, with the regions
-cropped from it; the step graph says which turn built on which (a crop on the turn that showed its
-source image, an answer on the turn that showed the last image before it).
+cropped from it; the step graph is built from the turn records by the one VRAG rule
+(`vrag_rl.agent.step_graph.vrag_step_graph`: a crop builds on the turn that showed its source image,
+the answer on every turn that put an image into the context), the same in evaluation and training.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from vrag_rl.agent.events import ImageRef
 from vrag_rl.agent.policy import Message, text_part
 from vrag_rl.agent.prompts import Prompts
 from vrag_rl.agent.result import TurnRecord
-from vrag_rl.agent.step_graph import ROOT_ID, StepGraph, StepNode
+from vrag_rl.agent.step_graph import StepGraph, vrag_step_graph
 
 
 class Transcript:
@@ -31,9 +32,6 @@ class Transcript:
         self.page_order: list[str] = []
         self.crops_by_page: dict[str, list[list[int]]] = {}
         self.page_paths = page_paths  # the engine's: page id → file or URL
-        self._graph_nodes: list[StepNode] = []
-        self._step_of_image: dict[str, str] = {}
-        self._answer_step: str | None = None
 
     # ---- the Memory interface ------------------------------------------------------------------------------
     def context(self) -> list[Message]:
@@ -50,9 +48,9 @@ class Transcript:
         return [{"page_id": pid, "image_path": self.page_paths.get(pid, ""), "crops": self.crops_by_page.get(pid, [])}
                 for pid in self.page_order]
 
-    def step_graph(self) -> StepGraph:
-        """The turn graph: search → root, crop → the step that showed its source, answer → last image's step."""
-        return StepGraph.build(self._graph_nodes, self._answer_step)
+    def step_graph(self, records: list[TurnRecord]) -> StepGraph:
+        """The turn graph of `records` (see the module doc)."""
+        return vrag_step_graph(records, {ref.image_id: ref.page_id for ref in self.images})
 
     # ---- what the tools add --------------------------------------------------------------------------------
     def add_user(self, content: list[dict[str, Any]]) -> None:
@@ -73,20 +71,3 @@ class Transcript:
 
     def next_image_id(self) -> str:
         return f"img-{len(self.images)}"
-
-    # ---- the step graph ------------------------------------------------------------------------------------
-    def add_step(self, record: TurnRecord, kind: str, parents: tuple[str, ...], evidence: tuple[str, ...]) -> None:
-        step_id = f"t{record.index}"
-        self._graph_nodes.append(StepNode(step_id, parents or (ROOT_ID,), kind, (record.index,), evidence))
-        for image_id in record.shown_image_ids:
-            self._step_of_image[image_id] = step_id
-
-    def add_answer_step(self, record: TurnRecord) -> None:
-        self.add_step(record, "answer", self.last_image_step(), ())
-        self._answer_step = f"t{record.index}"
-
-    def step_of_image(self, image_id: str) -> str:
-        return self._step_of_image.get(image_id, ROOT_ID)
-
-    def last_image_step(self) -> tuple[str, ...]:
-        return (self._step_of_image[self.images[-1].image_id],) if self.images else ()
