@@ -100,6 +100,9 @@ class StepGraph:
         return cls.build(nodes, data.get("answer_id"))
 
 
+VRAG_ACTIONS = frozenset({"search", "crop", "answer", "invalid"})  # what a VRAG turn record's action can be
+
+
 class TurnLike(Protocol):
     """What `vrag_step_graph` reads of a turn (`vrag_rl.agent.result.TurnRecord` has it)."""
 
@@ -107,6 +110,12 @@ class TurnLike(Protocol):
     action: str
     shown_image_ids: list[str]
     crop_source_image_id: str | None
+
+
+def is_vrag_episode(turns: Sequence[Any]) -> bool:
+    """True when the turn records are the VRAG agent's (its actions only, no tool calls): other agents
+    (VimRAG's memory graph) hand over their own graph, which `vrag_step_graph` must not replace."""
+    return all(t.action in VRAG_ACTIONS and not getattr(t, "tool_calls", None) for t in turns)
 
 
 def vrag_step_graph(turns: Sequence[TurnLike], image_pages: Mapping[str, str]) -> StepGraph:

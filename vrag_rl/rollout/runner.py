@@ -18,7 +18,7 @@ from vrag_rl.agent.loop import Episode
 from vrag_rl.agent.page_images import PageImageStore
 from vrag_rl.agent.policies.token_recorder import GenerateFn, TokenRecordingPolicy
 from vrag_rl.agent.prompts import Prompts
-from vrag_rl.agent.step_graph import vrag_step_graph
+from vrag_rl.agent.step_graph import is_vrag_episode, vrag_step_graph
 from vrag_rl.rollout.trajectory import Trajectory
 
 
@@ -46,9 +46,10 @@ async def run_one(task: RolloutTask, index: int, processor: Any, generate: Gener
     async for _event in episode.run():
         pass
     result = episode.result()
-    # the graph GGPO prunes on: answer edges to every step the model could have read (vrag_step_graph)
-    result = replace(result, step_graph=vrag_step_graph(result.turn_records,
-                                                        {ref.image_id: ref.page_id for ref in result.images}))
+    if is_vrag_episode(result.turn_records):
+        # the graph GGPO prunes on: answer edges to every step the model could have read (vrag_step_graph)
+        result = replace(result, step_graph=vrag_step_graph(result.turn_records,
+                                                            {ref.image_id: ref.page_id for ref in result.images}))
     return Trajectory(group_id=task.group_id, index=index, prompt_ids=list(recorder.prompt_ids),
                       response_ids=list(recorder.response_ids), response_mask=list(recorder.response_mask),
                       response_logprobs=list(recorder.response_logprobs), turn_spans=list(recorder.turn_spans),
