@@ -113,6 +113,12 @@ def fast_index_for(store, corpus: Path, log=print):
     directory = corpus / "fast"
     if (directory / "fast_meta.json").exists():
         return FastMaxSim.load(directory, store), json.loads((directory / "fast_meta.json").read_text())
+    for compressed in sorted(corpus.glob("fast-*/fast_meta.json")):  # same first stage: reuse its codebook + lists
+        from search_engine.index.centroids import Codebook, InvertedFile
+
+        meta = json.loads(compressed.read_text())
+        fast = FastMaxSim(store, Codebook.load(compressed.parent), InvertedFile.load(compressed.parent))
+        return fast, {**meta, "note": f"first stage of {compressed.parent.name}"}
     started = time.perf_counter()
     fast = FastMaxSim.build(store, log=log)
     seconds = time.perf_counter() - started

@@ -75,9 +75,14 @@ class SearchEngine:
             self.qdrant_options = {"location": os.environ["VRAG_QDRANT_URL"],
                                    "collection": os.environ.get("VRAG_QDRANT_COLLECTION", "vrag_pages"),
                                    "api_key": os.environ.get("VRAG_QDRANT_API_KEY") or None}
-            for key, var in (("shard_number", "VRAG_QDRANT_SHARDS"), ("replication_factor", "VRAG_QDRANT_REPLICAS")):
+            for key, var in (("shard_number", "VRAG_QDRANT_SHARDS"), ("replication_factor", "VRAG_QDRANT_REPLICAS"),
+                             ("pool_groups", "VRAG_QDRANT_POOL_GROUPS"), ("prefetch_limit", "VRAG_QDRANT_PREFETCH")):
                 if os.environ.get(var):
                     self.qdrant_options[key] = int(os.environ[var])
+            if os.environ.get("VRAG_QDRANT_QUANTIZATION"):  # none | scalar | binary
+                self.qdrant_options["quantization"] = os.environ["VRAG_QDRANT_QUANTIZATION"]
+            if os.environ.get("VRAG_QDRANT_ON_DISK"):  # 1: full token matrices on disk (mmap)
+                self.qdrant_options["on_disk"] = os.environ["VRAG_QDRANT_ON_DISK"].lower() in ("1", "true", "yes")
         if not Manifest.exists(self.index_dir):
             raise FileNotFoundError(f"no index at {self.index_dir} (manifest.json missing); ingest documents first")
         self.device = device

@@ -176,3 +176,21 @@ def test_bad_qdrant_options_are_refused():
         QdrantBackend(["a_1"], quantization="pq")
     with pytest.raises(ValueError, match="prefetch_limit"):
         QdrantBackend(["a_1"], prefetch_limit=0)
+
+
+def test_cluster_settings_come_from_the_environment(tmp_path, monkeypatch):
+    index = tmp_path / "index"
+    _ingest(index, tmp_path / "a", range(4))
+    for var, value in (("VRAG_QDRANT_URL", ":memory:"), ("VRAG_QDRANT_POOL_GROUPS", "8"),
+                       ("VRAG_QDRANT_PREFETCH", "50"), ("VRAG_QDRANT_QUANTIZATION", "scalar"),
+                       ("VRAG_QDRANT_ON_DISK", "1")):
+        monkeypatch.setenv(var, value)
+    engine = SearchEngine(index, visual_backend="qdrant", visual_embedder=PatchEmbedder(), use_bm25=False)
+    backend = engine._state.channels["visual"]
+    settings = (backend.pool_groups, backend.prefetch_limit, backend.quantization, backend.on_disk)
+    assert settings == (8, 50, "scalar", True)
+    vectors = backend.client.get_collection(backend.collection).config.params.vectors
+    assert vectors["visual"].on_disk is True and vectors["pooled"].quantization_config is not None
+    point = backend.client.scroll(backend.collection, limit=1, with_payload=True)[0][0]
+    assert point.payload["source"].endswith(".png") and point.payload["page"] == 1
+    backend.close()
