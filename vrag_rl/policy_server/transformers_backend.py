@@ -13,12 +13,13 @@ from pathlib import Path
 
 from search_engine.compat import install_torchvision_hook
 from search_engine.devices import resolve_device, resolve_dtype
+from vrag_rl.agent.policies.token_recorder import VISION_TOKENS
 from vrag_rl.policy_server.protocol import BadRequest, ChatMessage, Generation, GenerationParams, TextPart
 
 install_torchvision_hook()  # Qwen-VL processors import torchvision; a CPU torch needs the shim first
 
-# Generating one of these from text alone makes the next forward look for an image that is not there.
-VISION_TOKENS = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>")
+# Generating one of VISION_TOKENS (defined once, by the token recorder that rejects them) from text
+# alone makes the next forward look for an image that is not there: they are suppressed in sampling.
 class TransformersBackend:
     """`AutoProcessor` + `AutoModelForImageTextToText` behind the `Backend` protocol.
 
