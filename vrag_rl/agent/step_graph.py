@@ -104,12 +104,20 @@ VRAG_ACTIONS = frozenset({"search", "crop", "answer", "invalid"})  # what a VRAG
 
 
 class TurnLike(Protocol):
-    """What `vrag_step_graph` reads of a turn (`vrag_rl.agent.result.TurnRecord` has it)."""
+    """What `vrag_step_graph` reads of a turn (`vrag_rl.agent.result.TurnRecord` has it). Read-only
+    members, so a record whose `action` is a narrower type (a `Literal`) still fits."""
 
-    index: int
-    action: str
-    shown_image_ids: list[str]
-    crop_source_image_id: str | None
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def action(self) -> str: ...
+
+    @property
+    def shown_image_ids(self) -> list[str]: ...
+
+    @property
+    def crop_source_image_id(self) -> str | None: ...
 
 
 def is_vrag_episode(turns: Sequence[Any]) -> bool:
