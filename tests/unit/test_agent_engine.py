@@ -169,3 +169,19 @@ def _template(messages):
     return [{"role": m["role"], "content": m["content"] if isinstance(m["content"], str) else [
         {"type": "image"} if p["type"] == "image" else {"type": "text", "text": p["text"]} for p in m["content"]]}
             for m in messages]
+
+
+def test_the_public_import_paths_still_hold():
+    """What users and the other rooms import: unchanged by the move to one engine."""
+    import vimrag
+    import vimrag.agent
+    from vimrag.events import GraphAnswerEvent, MemorizeEvent  # noqa: F401
+    from vimrag.result import EPISODE_STATUSES as VIM_STATUSES
+    from vrag_rl import VRAG  # noqa: F401
+    from vrag_rl.agent.events import AnswerEvent, CropEvent, EpisodeFinished  # noqa: F401
+    from vrag_rl.agent.result import EPISODE_STATUSES, EpisodeResult, TurnRecord  # noqa: F401
+
+    assert vimrag.VimRAGConfig is vimrag.agent.VimRAGConfig is VimRAGConfig
+    assert vimrag.VimRAG is vimrag.agent.VimRAG and vimrag.VimRAGResult.__mro__[1] is EpisodeResultBase
+    assert EPISODE_STATUSES == VIM_STATUSES == ("answered", "forced_answer", "token_budget", "failed")
+    assert set(TURN_ACTIONS) == {"search", "crop", "answer", "memorize", "invalid"}
