@@ -223,8 +223,10 @@ ingestor = Ingestor(args["index"], visual_model=args["visual_model"], text_model
                     ocr_lang=args["ocr_lang"], progress=False)
 report = ingestor.add(args["inputs"])
 seconds = time.perf_counter() - start
+own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
 print("INGEST_RESULT " + json.dumps({"pages": report.pages, "seconds": seconds, "failed": report.failed,
-      "added": len(report.added), "self_maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+      "added": len(report.added), "self_maxrss_kib": own.ru_maxrss,
+      "cpu_seconds": own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime}))
 """
 
 
@@ -237,6 +239,8 @@ class IngestionStats:
     seconds_ingest: float  # inside the child: Ingestor construction (models load) + add()
     seconds_wall: float  # the whole child process, interpreter start-up and imports included
     pages_per_s: float
+    cpu_seconds: float  # user + system CPU of the child and its subprocesses: comparable on a busy machine
+    pages_per_cpu_s: float
     peak_rss_mib: float  # the child's own peak resident set (getrusage RUSAGE_SELF ru_maxrss)
     peak_rss_tree_mib: float | None  # the child and its subprocesses (OCR...): summed PSS, sampled every 0.1 s
     failed: dict[str, str]
@@ -278,6 +282,8 @@ def measure_ingestion(inputs: Sequence[Path], index: Path, *, text_model: str | 
     return IngestionStats(pages=pages, documents=int(data["added"]), seconds_ingest=round(data["seconds"], 2),
                           seconds_wall=round(wall, 2),
                           pages_per_s=round(pages / data["seconds"], 3) if data["seconds"] > 0 else 0.0,
+                          cpu_seconds=round(data["cpu_seconds"], 1),
+                          pages_per_cpu_s=round(pages / data["cpu_seconds"], 3) if data["cpu_seconds"] > 0 else 0.0,
                           peak_rss_mib=round(data["self_maxrss_kib"] / 1024, 1),
                           peak_rss_tree_mib=round(peak_tree / 2**20, 1) if peak_tree else None,
                           failed=data["failed"])
@@ -493,7 +499,8 @@ def main(argv: list[str] | None = None) -> int:
                                       ocr_lang=args.ocr_lang)
             report["ingestion"] = asdict(stats)
             print(f"ingestion: {stats.pages} pages of {stats.documents} documents in {stats.seconds_ingest:.1f} s "
-                  f"({stats.pages_per_s:.2f} pages/s; process {stats.seconds_wall:.1f} s with start-up), peak RSS "
+                  f"({stats.pages_per_s:.2f} pages/s; process {stats.seconds_wall:.1f} s with start-up; "
+                  f"{stats.cpu_seconds:.0f} CPU s = {stats.pages_per_cpu_s:.2f} pages per CPU second), peak RSS "
                   f"{stats.peak_rss_mib:.0f} MiB (process tree PSS {stats.peak_rss_tree_mib} MiB)"
                   + (f", FAILED: {stats.failed}" if stats.failed else ""), flush=True)
         if args.ingest_only:

@@ -125,6 +125,7 @@ def test_plumbing_on_a_generated_pdf(bench, tmp_path):
     ingestion = report["ingestion"]
     assert ingestion["pages"] == 2 and ingestion["documents"] == 1 and not ingestion["failed"]
     assert ingestion["pages_per_s"] > 0 and ingestion["peak_rss_mib"] > 50  # a Python process with MiniLM
+    assert ingestion["cpu_seconds"] > 0 and ingestion["pages_per_cpu_s"] > 0
     overall = report["by_content_type"]["overall"]
     assert overall["n"] == 2 and overall["recall@1"] == 1.0
     assert overall["contains"] is None  # no end-to-end run was asked for
