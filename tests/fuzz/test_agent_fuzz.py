@@ -207,3 +207,56 @@ def test_parsing_128kb_replies_is_fast_and_capped(unit):
     parsed = parse_reply(text)
     assert time.thread_time() - started < 1.0  # ~0.04 s; the quadratic parser took 12.6 s of CPU here
     assert f"reply cut at {MAX_REPLY_CHARS} characters" in parsed.warnings
+
+
+# ---- VimRAG through the same engine: generated tool-call replies ------------------------------------------
+def _tool(name: str, **arguments) -> str:
+    import json
+
+    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+
+
+_NODE = st.sampled_from(["root", "s1", "s2", "answer", "nowhere", "", "Picture 1"])
+_VIM_PART = st.one_of(
+    st.builds(lambda i, p: _tool("add_search_node", id=i, query="Kestrel Ridge solar plant power", parent_ids=[p]),
+              _NODE, _NODE),
+    st.builds(lambda label, pr, n: _tool("summarize_and_memorize", summary="s", node_id=n, memorize=[
+        {"information_id": label, "is_useful": True, "priority_score": pr}]),
+              st.sampled_from(["Picture 1", "picture_2", "Video 1", "P9", ""]), st.integers(-1, 7),
+              st.sampled_from([None, "s1", "s2"])),
+    st.builds(lambda a, p: _tool("add_answer_node", answer=a, parent_ids=[p]), st.sampled_from(["410 MW", "", "x"]),
+              _NODE),
+    st.sampled_from(["<think>hm</think>", "no tool at all", "<tool_call>{'name': 'add_search_node'",
+                     "<tool_call>[1, 2]</tool_call>", "<tool_call>{\"name\": \"rm -rf\"}</tool_call>",
+                     "{\"name\": \"add_answer_node\", \"arguments\": {\"answer\": \"7\"}}", "</think>\x00\ud800"]))
+_VIM_REPLIES = st.lists(st.lists(_VIM_PART, min_size=1, max_size=3).map("".join), min_size=1, max_size=5)
+
+
+class _ListPolicy:
+    def __init__(self, replies):
+        self.replies, self.calls = list(replies), 0
+
+    async def complete(self, messages, sampling):
+        from vrag_rl.agent.policy import PolicyReply
+
+        self.calls += 1
+        return PolicyReply(text=self.replies[min(self.calls, len(self.replies)) - 1])
+
+    async def aclose(self):
+        return None
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(_VIM_REPLIES)
+def test_vimrag_episodes_end_with_a_status_whatever_the_model_writes(text_search_server, replies):
+    """The engine's rule holds for the memory-graph agent too: a status and a reason, within the step limit."""
+    from vimrag.agent import VimRAG
+
+    policy = _ListPolicy(replies)
+    with VimRAG(policy=policy, search_url=text_search_server.url, max_steps=MAX_TURNS, search_top_k=1,
+                max_invalid_actions=1, observation_max_pixels=64 * 28 * 28) as agent:
+        result = agent.run("How much power does the Kestrel Ridge plant make?")
+    assert result.status in EPISODE_STATUSES and 1 <= policy.calls == result.turns <= MAX_TURNS + 1
+    assert result.events[-1].type == "finish" and result.events[-1].status == result.status
+    assert (result.status == "failed") == bool(result.error) and (result.answer is None) != result.answered
+    assert len(result.turn_records) == result.turns and all(r.action for r in result.turn_records)
