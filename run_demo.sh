@@ -150,12 +150,14 @@ else
     echo "==> no endpoint (--policy-url) and no DASHSCOPE_API_KEY: using the vimrag-rule-based OCR stand-in"
     echo "    on port $POLICY_PORT. Point the demo at a real VLM for real reasoning."
     POLICY_KIND="vimrag rule-based stand-in (OCR, no model): it speaks the graph protocol, it does not reason"
-    "$PY" -m vrag_rl.policy_server serve --backend vimrag-rule-based --port "$POLICY_PORT" >"$LOG_DIR/policy.log" 2>&1 &
+    "$PY" -m vrag_rl.policy_server serve --backend vimrag-rule-based --port "$POLICY_PORT" \
+      --search-url "http://127.0.0.1:$SEARCH_PORT" >"$LOG_DIR/policy.log" 2>&1 &
   else
     echo "==> no VLM configured (--policy-url, or --policy-model / a cached Qwen2.5-VL): using the rule-based OCR"
     echo "    policy on port $POLICY_PORT. Point the demo at a real VLM for real reasoning."
     POLICY_KIND="rule-based stand-in (OCR + MiniLM extractive reader), not a VLM"  # the UI says so
-    "$PY" -m vrag_rl.policy_server serve --backend rule-based --port "$POLICY_PORT" >"$LOG_DIR/policy.log" 2>&1 &
+    "$PY" -m vrag_rl.policy_server serve --backend rule-based --port "$POLICY_PORT" \
+      --search-url "http://127.0.0.1:$SEARCH_PORT" >"$LOG_DIR/policy.log" 2>&1 &
   fi
   PIDS+=($!)
   wait_healthy "http://127.0.0.1:$POLICY_PORT/health" "${PIDS[-1]}" "policy server" "$LOG_DIR/policy.log"

@@ -20,24 +20,22 @@ import openai
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
-from search_engine.text_extraction import OcrLine
+from search_engine.page_layout import PageLayout, Region
 from testkit.loopback import LoopbackServer, free_port
 from vrag_rl.policy_server.app import create_app
+from vrag_rl.policy_server.conversation import NOT_FOUND, page_id_of, question_of
 from vrag_rl.policy_server.protocol import (
     MAX_IMAGES,
     BadImageError,
     ChatCompletionRequest,
+    ChatMessage,
     apply_stop,
     decode_data_url,
 )
-from vrag_rl.policy_server.rule_based import (
-    Evidence,
-    RuleBasedBackend,
-    candidate_units,
-    content_terms,
-    extract_answer,
-)
-from vrag_rl.policy_server.scripted import NOT_FOUND, ScriptedBackend
+from vrag_rl.policy_server.rule_based import RuleBasedBackend, views_of
+from vrag_rl.policy_server.scripted import ScriptedBackend
+from vrag_rl.reader import Reader
+from vrag_rl.reader.terms import content_terms
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "test-key"
@@ -396,18 +394,43 @@ def test_rule_based_bad_image_is_400(rule_server):
     assert response.status_code == 400 and "not a decodable image" in response.json()["detail"]
 
 
-def test_line_matching_rules():
-    """Evidence by meaning and terms, answers as a value or the whole line (more in test_rule_based_reader)."""
+def test_reader_rules_through_the_backend():
+    """Evidence by meaning and terms, answers as a value, a label or the whole sentence (more in
+    test_rule_based_reader)."""
     question = "What satisfaction score did the Riverside district get?"
     assert content_terms(question) == ["satisfaction", "score", "riverside", "district"]
-    lines = [OcrLine("District Score", (0, 0, 100, 10)), OcrLine("Riverside 7.4", (0, 20, 100, 30)),
-             OcrLine("Northbank 8.1", (0, 40, 100, 50))]
-    backend = RuleBasedBackend(embedder=None)
-    best = backend.scorer.rank(question, candidate_units(lines))[0]
-    # a line made only of question words (a header) cannot hold the answer; the row does, read with its header
-    assert best.text == "Riverside 7.4" and best.context.text == "District Score"
-    assert extract_answer(best, question, lines) == "7.4"
-    assert backend.scorer.rank("zebra", candidate_units(lines)) == []
-    line = Evidence([OcrLine("The Kestrel Ridge plant produces 410 MW.", (0, 0, 1, 1))])
-    assert extract_answer(line, "How much power does the Kestrel Ridge solar plant produce?") == "410 MW"
-    assert extract_answer(line, "Which plant is in Kestrel Ridge?") == "The Kestrel Ridge plant produces 410 MW."
+    rows = ["District Score", "Riverside 7.4", "Northbank 8.1"]
+    layout = PageLayout("p", 200, 100, [Region(f"r{i}", "text", (0, 20 * i, 100, 20 * i + 10), text)
+                                        for i, text in enumerate(rows)])
+    reader = RuleBasedBackend(embedder=None).reader
+    reading = reader.read(question, layout)
+    # the header line holds only question words and no answer; the row does, read with its header
+    assert reading.answer == "7.4" and "Riverside" in reading.evidence and "Score" in reading.evidence
+    assert reader.read("zebra", layout) is None
+    plant = PageLayout("p", 200, 100, [Region("r", "text", (0, 0, 200, 20),
+                                              "The Kestrel Ridge plant produces 410 MW.")])
+    assert Reader(None).read("How much power does the Kestrel Ridge solar plant produce?", plant).answer == "410 MW"
+
+
+def test_conversation_markers_come_from_the_agent_prompts():
+    from vrag_rl.agent.prompts import NO_ANSWER_FALLBACK, SEARCH_RESULT_TEXT
+
+    assert NOT_FOUND == NO_ANSWER_FALLBACK
+    assert page_id_of(SEARCH_RESULT_TEXT.format(query="a. b", page_id="doc_3")) == "doc_3"
+    assert page_id_of("Zoomed region [1, 2, 3, 4] of the previous image.") is None
+    assert question_of([ChatMessage(role="user", content="Rules...\n\nQuestion: Why?")]) == "Why?"
+
+
+def test_views_follow_zooms_back_to_their_page():
+    page, _ = _page()
+    crop = page.crop((0, 0, 400, 300))
+    messages = [ChatMessage(**m) for m in [
+        {"role": "user", "content": "Question: q"}, {"role": "assistant", "content": "<search>q</search>"},
+        image_msg(data_url(page), 'Search result for "q": page doc_3.'),
+        {"role": "assistant", "content": "<think>t</think><bbox>[0, 0, 400, 300]</bbox>"},
+        image_msg(data_url(crop), "Zoomed region [0, 0, 400, 300] of the previous image.")]]
+    view = views_of(messages)[-1]
+    assert view.page_id == "doc_3" and view.is_crop and view.root.size == page.size
+    assert view.crops == [((0.0, 0.0, 400.0, 300.0), page.size, crop.size)]
+    assert views_of(messages[:3])[-1].page_id == "doc_3" and not views_of(messages[:3])[-1].is_crop
+    assert views_of(messages[:2]) == []

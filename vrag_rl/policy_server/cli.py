@@ -30,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8001)
     serve.add_argument("--api-key", default=None, help="require Authorization: Bearer KEY on /v1/*")
     serve.add_argument("--log-level", default="info")
+    serve.add_argument("--search-url", default=None,
+                       help="rule-based stand-ins: the search server to fetch page layouts from (default env "
+                            "VRAG_SEARCH_URL; none: they OCR the images they are sent)")
     serve.add_argument("--max-body-bytes", type=int, default=64 * 2**20,
                        help="larger request bodies are refused with 413 (default 64 MiB)")
     return parser
@@ -63,12 +66,12 @@ def build_app(args: argparse.Namespace):
     elif args.backend == "vimrag-rule-based":  # the CPU stand-in for VimRAG's tool protocol
         from vrag_rl.policy_server.vimrag_rule_based import VimRAGRuleBasedBackend
 
-        backend = VimRAGRuleBasedBackend()
+        backend = VimRAGRuleBasedBackend(search_url=getattr(args, "search_url", None))
         name = args.served_model_name or "vimrag-rule-based"
     else:
         from vrag_rl.policy_server.rule_based import RuleBasedBackend
 
-        backend = RuleBasedBackend()
+        backend = RuleBasedBackend(search_url=getattr(args, "search_url", None))
         name = args.served_model_name or "rule-based"
     return create_app(backend, name, api_key=args.api_key, max_body_bytes=getattr(args, "max_body_bytes", 64 * 2**20))
 

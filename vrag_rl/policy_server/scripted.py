@@ -1,8 +1,8 @@
-"""Policies without a model: exact replays for tests and benchmarks (the OCR reader is in `rule_based`).
+"""A policy without a model: exact replays for tests and benchmarks (the CPU stand-in reader is
+`rule_based`, over `vrag_rl.reader`).
 
-Both are stateless — everything they need is in the request's conversation — so one server
-handles any number of concurrent episodes, as vLLM does. Token counts are whitespace-split
-words: there is no tokenizer, and the agent only needs plausible, deterministic numbers.
+Stateless — everything it needs is in the request's conversation — so one server handles any number
+of concurrent episodes, as vLLM does. Token counts are whitespace-split words (`conversation`).
 """
 from __future__ import annotations
 
@@ -11,42 +11,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from vrag_rl.policy_server.conversation import NOT_FOUND, limit_words, question_of
 from vrag_rl.policy_server.protocol import BadRequest, ChatMessage, Generation, GenerationParams
 
-NOT_FOUND = "I could not find the answer in the documents."
-QUESTION_MARKER = "Question:"
-
-
-# --------------------------------------------------------------------------------------------- conversation
-
-
-def first_user_text(messages: Sequence[ChatMessage]) -> str:
-    first = next((m for m in messages if m.role == "user"), None)
-    return first.text() if first else ""
-
-
-def question_of(messages: Sequence[ChatMessage]) -> str:
-    """The episode's question: the first user message after its last "Question:" marker (the agent's
-    template), else that whole message. The marker matters when the agent puts the instructions in
-    the first user message (no system role): they are not part of the question."""
-    text = first_user_text(messages)
-    marker = text.rfind(QUESTION_MARKER)
-    return text[marker + len(QUESTION_MARKER):].strip() if marker >= 0 else text.strip()
-
-
-def count_words(messages: Sequence[ChatMessage]) -> int:
-    return sum(len(m.text().split()) for m in messages)
-
-
-def _limit(text: str, messages: Sequence[ChatMessage], params: GenerationParams) -> Generation:
-    """Truncate to `max_tokens` words like a model that runs out of budget (finish_reason "length")."""
-    words = text.split()
-    finish = "stop"
-    if len(words) > params.max_tokens:
-        text, finish = " ".join(words[: params.max_tokens]), "length"
-        words = words[: params.max_tokens]
-    return Generation(text=text, prompt_tokens=count_words(messages), completion_tokens=len(words),
-                      finish_reason=finish)
+__all__ = ["NOT_FOUND", "ScriptedBackend", "question_of"]
 
 
 # --------------------------------------------------------------------------------------------- scripted
@@ -98,24 +66,10 @@ class ScriptedBackend:
             raise BadRequest(f"no script matches the question {question_of(messages)[:80]!r} and there is no default")
         step = sum(1 for m in messages if m.role == "assistant")
         text = script[min(step, len(script) - 1)].replace("{question}", question_of(messages))
-        return _limit(text, messages, params)
+        return limit_words(text, messages, params)
 
 
 def _replies(value: Any, what: str) -> list[str]:
     if isinstance(value, str) or not isinstance(value, Sequence) or not value:
         raise ValueError(f"{what} must be a non-empty list of replies")
     return [str(v) for v in value]
-
-
-# --------------------------------------------------------------------------------------------- rule-based
-
-_MOVED = ("RuleBasedBackend", "content_terms", "words_of", "STOPWORDS")
-
-
-def __getattr__(name: str):
-    """The rule-based reader lives in `vrag_rl.policy_server.rule_based`; old imports from here keep working."""
-    if name in _MOVED:
-        from vrag_rl.policy_server import rule_based
-
-        return getattr(rule_based, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,115 @@
+"""What kind of answer a question wants, from its form words (English and Chinese), never its topic.
+
+The cues are general language — "how many", "which", "when", 多少, 哪个, "most", "figure" — not the
+vocabulary of any document collection: they decide the *kind* of span to extract (a value, a date,
+a name, a table row's label, a figure's caption), while what the span is about comes from the page.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from search_engine.lexical import has_cjk
+from vrag_rl.reader.terms import stem, words_of
+from vrag_rl.reader.values import Value
+
+_QUANTITY_PHRASE = re.compile(r"\bhow (many|much|long|far|old|big|large|high|tall|fast|heavy|often|wide|deep)\b|"
+                              r"多少|几[个项家次年天人种台倍]|多大|多高|多长|多远|多重|比例|占比|百分之|数量|规模")
+QUANTITY_NOUNS = frozenset(
+    "amount average budget capacity cost count debt dividend earnings figure fee growth height income length level "
+    "margin number output pay percent percentage population power price profit proportion rate ratio rent revenue "
+    "salary sales score share size speed spending sum tax temperature total turnover value volume wage weight "
+    "width yield dose duration frequency".split()
+)
+PERCENT_NOUNS = frozenset("share percentage percent proportion rate ratio".split())
+MONEY_NOUNS = frozenset("revenue income profit cost price sales budget salary fee spending turnover dividend earnings "
+                        "wage rent tax debt pay".split())
+_PERCENT_CJK = re.compile(r"占比|比例|百分|比率|份额")
+_MONEY_CJK = re.compile(r"收入|营收|利润|成本|价格|费用|预算|工资|股息")
+_TIME_PHRASE = re.compile(r"\b(when|what year|which year|what date|which date|in what year|what month)\b|"
+                          r"哪一?年|何时|什么时候|日期")
+_ENTITY_START = re.compile(r"^\s*(which|who|whom|whose|where)\b|\b(which|who|whom|whose)\b|哪[个些家里位]|谁")
+_SUPERLATIVE_MAX = re.compile(r"\b(most|largest|highest|biggest|greatest|top|maximum|best|leading)\b|"
+                              r"最(多|大|高|常|主要)")
+_SUPERLATIVE_MIN = re.compile(r"\b(least|lowest|smallest|fewest|minimum|worst)\b|最(少|小|低)")
+_FIGURE = re.compile(r"\b(figure|fig|chart|graph|diagram|plot|picture|image|illustration|map|legend|axis)\b|"
+                     r"图|图表|示意")
+_REASON = re.compile(r"^\s*(why|how)\b|为什么|为何|如何|怎么", re.IGNORECASE)  # a reason or a manner, not an amount
+_YES_NO = re.compile(r"^\s*(is|are|was|were|does|do|did|can|could|has|have|had|will|should)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class QuestionForm:
+    """What kind of answer a question wants."""
+
+    quantity: bool  # a number ("how many", "what share", 多少)
+    time: bool  # a year or date
+    superlative: int  # +1 "most/largest", -1 "least/smallest", 0 neither
+    entity: bool  # a name ("which", "who", "where")
+    kind: str = ""  # "percent" or "money" when the question's noun says so
+    figure: bool = False  # the question points at a figure or chart
+    yes_no: bool = False  # "Is/Does/Did ...?"
+
+    @property
+    def wants_value(self) -> bool:
+        return self.quantity or self.time
+
+    def wants(self, value: Value) -> bool:
+        """Whether a value is of the kind asked for (any non-year number when no kind is known)."""
+        if self.time:
+            return value.is_year or value.is_date
+        if value.is_year or value.is_date:
+            return False
+        if self.kind == "percent":
+            return value.is_percent
+        if self.kind == "money":
+            return value.is_money
+        return True
+
+    def compatible(self, value: Value) -> bool:
+        """Whether a value could answer at all: a date for "when", else any number whose own unit does
+        not contradict the kind asked (a table cell "27" under "in USD millions" answers "what income")."""
+        if self.time:
+            return value.is_year or value.is_date
+        if value.is_year or value.is_date:
+            return False
+        if self.kind == "percent":
+            return not value.is_money
+        if self.kind == "money":
+            return not value.is_percent
+        return True
+
+
+def form_words(question: str) -> set[str]:
+    """The question's words that say what kind of answer it wants ("most", "largest"), not its topic."""
+    return {w for w in re.findall(r"[a-z]+", question.lower()) if _SUPERLATIVE_MAX.fullmatch(w)
+            or _SUPERLATIVE_MIN.fullmatch(w)}
+
+
+def question_form(question: str) -> QuestionForm:
+    """Classify the question by its form words (English and Chinese), never by its topic."""
+    q = question.lower()
+    entity = bool(_ENTITY_START.search(q))
+    superlative = 1 if _SUPERLATIVE_MAX.search(q) else -1 if _SUPERLATIVE_MIN.search(q) else 0
+    if superlative and re.match(r"^\s*what\b", q) and not _QUANTITY_PHRASE.search(q):
+        # "what is the most used app": a name, unless it asks for the amount ("what share ... most")
+        entity = entity or not any(stem(w) in QUANTITY_NOUNS for w in words_of(q.split(" the ", 1)[0]))
+    quantity = bool(_QUANTITY_PHRASE.search(q)) or (not entity and not _REASON.match(q) and any(
+        stem(w) in QUANTITY_NOUNS or w in QUANTITY_NOUNS for w in words_of(q)))
+    time = bool(_TIME_PHRASE.search(q))
+    if time:
+        quantity = quantity and bool(_QUANTITY_PHRASE.search(q))
+    kind = ""
+    if quantity:  # the first noun that names a kind decides ("dividend per share" is money)
+        for word in words_of(q):
+            if word in PERCENT_NOUNS or stem(word) in PERCENT_NOUNS:
+                kind = "percent"
+                break
+            if word in MONEY_NOUNS or stem(word) in MONEY_NOUNS:
+                kind = "money"
+                break
+        if not kind and has_cjk(q):
+            kind = "percent" if _PERCENT_CJK.search(q) else "money" if _MONEY_CJK.search(q) else ""
+    return QuestionForm(quantity=quantity, time=time, superlative=superlative, entity=entity, kind=kind,
+                        figure=bool(_FIGURE.search(q)), yes_no=bool(_YES_NO.match(q)))
+

@@ -1,0 +1,267 @@
+"""The extractive page reader behind the CPU stand-in policies: reads a page by its structure.
+
+Given a question and a page's `PageLayout` (regions with boxes: paragraphs, headings, tables with
+cells, figures with their labels and caption), it gathers candidate answers from every region —
+
+* a table cell, found by the row header and the column header the question names (terms, or the
+  embedder's closest header when the question paraphrases); for "which … most/least" the label of
+  the row with the extreme value in the column the question names;
+* a sentence of a paragraph, and the shortest span of it of the kind asked (a value, a date, a name),
+  else the sentence;
+* a figure's labelled values and its caption;
+
+— scores each by meaning (MiniLM cosine) plus the rarity-weighted share of the question's terms it
+holds with its context (headers, caption, section heading), and answers from the best one only when
+that share is at least half the question (`relevance.MIN_COVERAGE`); otherwise it reports nothing, and
+the policy says "not found" rather than quote a fragment. Each answer carries the box of the region it
+came from, so the policy can zoom there and the demo shows where the answer is.
+
+No word lists, thresholds or rules fitted to a document set: the cues are the question's form words
+(`question`), numbers and units (`values`), and the page's own structure.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from search_engine.page_layout import Box, PageLayout, Region
+from vrag_rl.reader import figures, spans, tables
+from vrag_rl.reader.geometry import intersects, union
+from vrag_rl.reader.question import QuestionForm, form_words, question_form
+from vrag_rl.reader.relevance import MIN_COVERAGE, Embedder, TermWeights, terms_of
+from vrag_rl.reader.terms import content_terms
+from vrag_rl.reader.values import number_of
+
+TEXT_KINDS = ("text", "heading", "list", "caption")
+_SUPER_MAX = re.compile(r"\b(most|largest|highest|biggest|greatest|top|maximum|leading)\b|最(多|大|高)", re.I)
+_SUPER_MIN = re.compile(r"\b(least|lowest|smallest|fewest|minimum)\b|最(少|小|低)", re.I)
+
+
+@dataclass
+class Reading:
+    """An answer read off a page: the answer, the evidence it was read from (quoted to the user), the
+    box of that evidence in the layout's pixels, the region and its kind, and how well it matched."""
+
+    answer: str
+    evidence: str
+    box: Box
+    region_id: str
+    kind: str  # "text", "table" or "figure"
+    score: float = 0.0
+    coverage: float = 0.0
+    legible: bool = True  # False: the right cell, but its print did not read as the kind asked (zoom in)
+
+
+@dataclass
+class _Candidate:
+    answer: str
+    evidence: str
+    box: Box
+    region_id: str
+    kind: str
+    scored_text: str  # what the embedder compares with the question
+    found: set[str] = field(default_factory=set)  # terms of the evidence and its labels (headers, caption)
+    own: set[str] = field(default_factory=set)  # terms of the evidence alone (for rarity)
+    fits: bool = True  # the answer is of the kind asked
+    pinned: bool = True  # (tables) the row and column the question names were both found
+    bonus: float = 0.0
+    context: set[str] = field(default_factory=set)  # terms around it (section heading): half credit
+    legible: bool = True
+
+
+class Reader:
+    """Reads answers off page layouts (see the module doc). `embedder`: an object with
+    `embed_queries(texts)` (e.g. `search_engine.embedders.text.SentenceEmbedder`), or None for terms only."""
+
+    def __init__(self, embedder: Any | None = None):
+        self.embedder = Embedder(embedder)
+
+    def read(self, question: str, layout: PageLayout, within: Box | None = None, context: str = "") -> Reading | None:
+        """The best supported answer on the page (only from regions meeting `within`, when given), or None.
+        `context`: text around what `layout` shows (a crop's page title), half credit like a running header."""
+        ranked = self.rank(question, layout, within, context)
+        if not ranked or ranked[0].coverage < MIN_COVERAGE:
+            return None
+        return ranked[0]
+
+    def rank(self, question: str, layout: PageLayout, within: Box | None = None, context: str = "") -> list[Reading]:
+        """Every candidate answer that fits the question's form, best first (supported or not)."""
+        form = question_form(question)
+        all_terms = set(content_terms(question))
+        q_terms = [t for t in content_terms(question) if t not in form_words(question)]
+        if not q_terms:
+            return []
+        # the page's running header/footer, its title, its id and the caller's context name the document:
+        # half credit (see TermWeights), and they locate nothing within the page
+        titles = [r for r in layout.regions if r.kind in ("header", "footer")]
+        titles += [r for r in layout.regions if r.kind == "heading"][:1]
+        page_terms = set().union(set(), *(terms_of(r.text) for r in titles))
+        page_terms |= terms_of(re.sub(r"[_\-.]+", " ", layout.page_id)) | terms_of(context)
+        ignore = frozenset(page_terms)
+        all_regions = list(layout.regions) + tables.stacked_tables(layout.regions)
+        regions = [r for r in all_regions if within is None or intersects(r.box, within)]
+        candidates: list[_Candidate] = []
+        heading = ""
+        for region in all_regions:
+            if region.kind == "heading":
+                heading = region.text
+            if region not in regions or region.kind in ("header", "footer"):
+                continue
+            around = heading if region.kind != "heading" else ""
+            if region.kind == "table":
+                candidates += self._table(region, question, form, around, ignore)
+            elif region.kind == "figure":
+                candidates += _figure(region, question, form, around, ignore)
+            else:
+                candidates += _text(region, question, form, around, ignore=ignore)
+        candidates = [c for c in candidates if c.fits and c.answer.strip()]
+        if not candidates:
+            return []
+        weights = TermWeights(q_terms, [c.own for c in candidates])
+        cosines = self.embedder.cosines(question, [c.scored_text for c in candidates])
+        readings = []
+        for candidate, cosine in zip(candidates, cosines):
+            if not weights.matched(candidate.found):
+                continue
+            if not candidate.own - all_terms and candidate.answer == candidate.evidence:
+                continue  # only the question's own words (a title): it cannot hold an answer
+            coverage = weights.coverage(candidate.found, page_terms | candidate.context)
+            # evidence that itself states what is asked beats evidence that only sits under the right heading
+            score = (coverage + 0.25 * weights.coverage(candidate.own) + 0.5 * float(cosine) + candidate.bonus
+                     - (0.0 if candidate.pinned else 0.3))
+            if form.figure and candidate.kind == "figure":
+                score += 0.15
+            if form.superlative:
+                same = _SUPER_MAX if form.superlative > 0 else _SUPER_MIN
+                if same.search(candidate.evidence):
+                    score += 0.15
+            if not candidate.pinned:
+                coverage = min(coverage, MIN_COVERAGE - 1e-6)  # a cell the question does not pin is no answer
+            readings.append(Reading(candidate.answer, candidate.evidence, candidate.box, candidate.region_id,
+                                    candidate.kind, round(score, 6), round(coverage, 6), candidate.legible))
+        readings.sort(key=lambda r: (-r.score, r.box[1], r.box[0]))
+        return readings
+
+    # ---- tables ----------------------------------------------------------------------------------------
+    def _table(self, region: Region, question: str, form: QuestionForm, context: str,
+               ignore: frozenset[str]) -> list[_Candidate]:
+        region = tables.table_regions_from_text(region)
+        grid = tables.grid_of(region)
+        if grid is None:
+            return _text(region, question, form, context, ignore=ignore)
+        q_terms = set(content_terms(question))
+        around = " ".join(c.text for c in grid.cells.values() if c.row < grid.header_rows)  # what the table is about
+        half = terms_of(f"{region.caption} {context}")
+        rows = grid.body_rows
+        cols = [c for c in grid.body_cols if any((r, c) in grid.cells for r in rows)]
+        row_hit = {r: bool(q_terms & terms_of(grid.row_labels.get(r, ""))) for r in rows}
+        col_hit = {c: bool(q_terms & terms_of(grid.col_labels.get(c, ""))) for c in cols}
+        if len(cols) > 1 and not any(col_hit.values()):  # a paraphrased header: the embedder's closest one
+            labels = [grid.col_labels.get(c, "") for c in cols]
+            if any(labels):
+                scores = self.embedder.cosines(question, labels)
+                if float(scores.max()) > 0:
+                    col_hit[cols[int(scores.argmax())]] = True
+        out: list[_Candidate] = []
+        if form.superlative and not form.quantity and grid.header_cols:
+            out += _extreme_rows(region, grid, rows, cols, col_hit, form, question, around, half)
+        for r in rows:
+            for c in cols:
+                cell = grid.cell(r, c)
+                if cell is None:
+                    continue
+                row_label, col_label = grid.row_labels.get(r, ""), grid.col_labels.get(c, "")
+                pinned = (row_hit.get(r, False) or len(rows) == 1) and (col_hit.get(c, False) or len(cols) == 1)
+                answer, fit = spans.answer_span(cell.text, question, form, ignore)
+                legible = not (form.wants_value and not fit)
+                if not legible and not (pinned and len(rows) > 1):
+                    continue  # an unreadable cell is kept only where the question pins it: a zoom may read it
+                evidence = " | ".join(t for t in (row_label, col_label) if t) + f": {cell.text}"
+                box = union([cell.box, *grid.header_boxes(r, c)])
+                out.append(_Candidate(answer, evidence.strip(": "), box, region.region_id, "table",
+                                      f"{row_label} {col_label} {cell.text}".strip(),
+                                      terms_of(f"{row_label} {col_label} {cell.text} {around}"),
+                                      terms_of(f"{row_label} {col_label} {cell.text}"), True, pinned,
+                                      0.1 if fit == 2 else 0.0 if legible else -0.2, half, legible))
+        return out
+
+
+def _extreme_rows(region: Region, grid: tables.Grid, rows: list[int], cols: list[int], col_hit: dict[int, bool],
+                  form: QuestionForm, question: str, around: str, half: set[str]) -> list[_Candidate]:
+    """"Which … has the most …": per value column the question names (or the only one), the label of
+    the row with the largest (smallest) number."""
+    out = []
+    value_cols = [c for c in cols if sum(grid.cell(r, c) is not None and number_of(grid.cell(r, c).text) is not None
+                                         for r in rows) >= 2]
+    for c in value_cols:
+        if len(value_cols) > 1 and not col_hit.get(c):
+            continue
+        numbered = [(number_of(grid.cell(r, c).text), r) for r in rows
+                    if grid.cell(r, c) is not None and number_of(grid.cell(r, c).text) is not None
+                    and grid.row_labels.get(r)]
+        if len(numbered) < 2:
+            continue
+        number, r = (max if form.superlative > 0 else min)(numbered)
+        label, col_label = grid.row_labels[r], grid.col_labels.get(c, "")
+        evidence = f"{label} | {col_label}: {grid.cell(r, c).text}" if col_label else f"{label}: {grid.cell(r, c).text}"
+        column_box = union([grid.cell(rr, c).box for _, rr in numbered] + grid.header_boxes(r, c))
+        labels = " ".join(grid.row_labels.get(rr, "") for _, rr in numbered)
+        out.append(_Candidate(label, evidence, column_box, region.region_id, "table", f"{col_label} {around}",
+                              terms_of(f"{col_label} {labels} {around}"), terms_of(f"{col_label} {label}"),
+                              True, True, bonus=0.2, context=half))
+    return out
+
+
+def _band(region: Region, sentence: spans.Sentence) -> Box:
+    """The part of a region's box that holds a sentence: its band of lines, with a quarter line of margin."""
+    x1, y1, x2, y2 = region.box
+    if sentence.n_lines <= 1:
+        return region.box
+    step = (y2 - y1) / sentence.n_lines
+    return (x1, max(y1, y1 + (sentence.first_line - 0.25) * step), x2,
+            min(y2, y1 + (sentence.last_line + 1.25) * step))
+
+
+def _text(region: Region, question: str, form: QuestionForm, context: str, kind: str = "text",
+          ignore: frozenset[str] = frozenset()) -> list[_Candidate]:
+    out = []
+    around = f"{context} {region.caption}"
+    for sentence in spans.sentences_of(region.text):
+        answer, fit = spans.answer_span(sentence.text, question, form, ignore)
+        bonus = 0.1 if fit == 2 else -0.1 if form.entity and answer == sentence.text else 0.0
+        out.append(_Candidate(answer, sentence.text, _band(region, sentence), region.region_id, kind,
+                              sentence.text, terms_of(f"{sentence.text} {around}"), terms_of(sentence.text),
+                              fit > 0, True, bonus))
+    return out
+
+
+def _figure(region: Region, question: str, form: QuestionForm, context: str,
+            ignore: frozenset[str] = frozenset()) -> list[_Candidate]:
+    """Candidates of a figure: its caption's sentences, its labelled values, the label of its extreme value."""
+    caption = region.caption
+    out = []
+    if caption:
+        captioned = Region(region.region_id, "caption", region.box, caption)
+        out += _text(captioned, question, form, f"{context} {region.text}", kind="figure", ignore=ignore)
+    pairs = figures.label_values(region)
+    around, half = caption, terms_of(context)
+    for pair in pairs:
+        text = f"{pair.label} {pair.value}"
+        if form.wants_value:
+            answer, fit = spans.answer_span(pair.value, question, form, ignore)
+        else:
+            answer, fit = (pair.label if form.entity else text), 1
+        out.append(_Candidate(answer, text, region.box, region.region_id, "figure", f"{text} {caption}".strip(),
+                              terms_of(f"{text} {around}"), terms_of(text), fit > 0, True,
+                              0.1 if fit == 2 else 0.0, half))
+    if form.superlative and not form.quantity and len(pairs) >= 2:
+        best = (max if form.superlative > 0 else min)(pairs, key=lambda p: p.number)
+        labels = " ".join(p.label for p in pairs)
+        out.append(_Candidate(best.label, f"{best.label} {best.value}", region.box, region.region_id, "figure",
+                              f"{caption} {labels}".strip(), terms_of(f"{labels} {around} {region.text}"),
+                              terms_of(f"{caption} {best.label}"), True, True, bonus=0.2, context=half))
+    if not pairs:  # labels without values: read them as lines
+        out += _text(Region(region.region_id, "text", region.box, region.text), question, form,
+                     f"{context} {caption}", kind="figure", ignore=ignore)
+    return out

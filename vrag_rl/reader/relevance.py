@@ -1,0 +1,98 @@
+"""How well a piece of a page matches a question: meaning (sentence-embedding cosine) plus the share
+of the question's terms it holds, each term weighted by how rare it is on the page.
+
+The two signals do different jobs. The cosine ranks paraphrases ("staff" for "employees") the terms
+miss. The weighted term share, `coverage`, is also the reader's honesty test: an answer is only given
+from evidence that, with its context (table headers, caption, section heading), holds at least half
+of what the question is about — a page that never names the question's subject gets "not found", not
+the nearest-sounding sentence.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from search_engine.lexical import has_cjk
+from vrag_rl.reader.terms import content_terms, fuzzy_in
+
+# Half of what the question is about must be in the evidence and its context: a majority rule, not a
+# value fitted to any document set.
+MIN_COVERAGE = 0.5
+
+
+class TermWeights:
+    """Smoothed inverse document frequency of the question's terms over the units of one page: a term
+    on every unit says little (the page's subject), a term on one unit says a lot, and a term the page
+    never prints weighs most (the question asks about something this page does not mention)."""
+
+    def __init__(self, question_terms: Sequence[str], unit_terms: Iterable[set[str]]):
+        units = list(unit_terms)
+        n = max(1, len(units))
+        self.terms = list(question_terms)
+        self.weights = {}
+        for term in self.terms:
+            df = sum(1 for found in units if fuzzy_in(term, found))
+            self.weights[term] = math.log(1 + n / (1 + df)) + 1.0
+        self.total = sum(self.weights.values())
+
+    def coverage(self, found: set[str], elsewhere: set[str] = frozenset()) -> float:
+        """Weighted share of the question's terms in `found` (full credit) or only `elsewhere` on the
+        page (half credit: the page's running title names the company, the evidence the figure)."""
+        if not self.total:
+            return 0.0
+        got = 0.0
+        for term, weight in self.weights.items():
+            if fuzzy_in(term, found):
+                got += weight
+            elif term in elsewhere:
+                got += weight / 2
+        return got / self.total
+
+    def matched(self, found: set[str]) -> list[str]:
+        return [t for t in self.terms if fuzzy_in(t, found)]
+
+
+class Embedder:
+    """Cosines between a question and texts with a sentence embedder (anything with `embed_queries`),
+    caching text vectors: the reader reads the same page again on the zoom turn."""
+
+    def __init__(self, model: Any | None, cache_size: int = 4096):
+        self.model = model
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._size = cache_size
+        self._lock = threading.Lock()
+
+    def _vectors(self, texts: list[str]) -> dict[str, np.ndarray]:
+        with self._lock:
+            missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        found: dict[str, np.ndarray] = {}
+        if missing:
+            rows = self.model.embed_queries(missing)
+            for text, row in zip(missing, rows):
+                vector = np.asarray(row, np.float32).reshape(-1)
+                found[text] = vector / max(float(np.linalg.norm(vector)), 1e-9)
+        with self._lock:
+            for text, vector in found.items():
+                self._cache[text] = vector
+                if len(self._cache) > self._size:
+                    self._cache.popitem(last=False)
+            return {t: found.get(t, self._cache.get(t)) for t in texts}
+
+    def cosines(self, question: str, texts: Sequence[str]) -> np.ndarray:
+        """Cosine of each text with the question (zeros without a model). An English embedder reads
+        Chinese as little more than characters: its cosine is scaled down for CJK questions."""
+        if self.model is None or not texts:
+            return np.zeros(len(texts), np.float32)
+        vectors = self._vectors([question, *texts])
+        q = vectors[question]
+        out = np.array([float(vectors[t] @ q) for t in texts], np.float32)
+        return out * (0.35 if has_cjk(question) else 1.0)
+
+
+def terms_of(text: str) -> set[str]:
+    return set(content_terms(text))

@@ -1,0 +1,165 @@
+"""Reading a table by its headers: the row the question names, the column it names, the cell where they meet.
+
+A table region carries its cells with row/column indices and which rows/columns are headers
+(`search_engine.page_layout`). When ingestion marked none, the structure decides: a top row without
+numbers over rows with numbers is a header row, and a left column of labels is a header column.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from search_engine.page_layout import Box, Region, TableCell
+from vrag_rl.reader.values import number_of
+
+
+@dataclass
+class Grid:
+    """A table's cells by position, its header rows and columns, and each body row's and column's labels."""
+
+    cells: dict[tuple[int, int], TableCell]
+    header_rows: int
+    header_cols: int
+    n_rows: int
+    n_cols: int
+    row_labels: dict[int, str] = field(default_factory=dict)
+    col_labels: dict[int, str] = field(default_factory=dict)
+
+    def cell(self, row: int, col: int) -> TableCell | None:
+        return self.cells.get((row, col))
+
+    @property
+    def body_rows(self) -> list[int]:
+        return [r for r in range(self.header_rows, self.n_rows) if any((r, c) in self.cells for c in self.body_cols)]
+
+    @property
+    def body_cols(self) -> list[int]:
+        return list(range(self.header_cols, self.n_cols))
+
+    def header_boxes(self, row: int, col: int) -> list[Box]:
+        """The boxes of the header cells that label the cell at (row, col)."""
+        boxes = [self.cells[(r, col)].box for r in range(self.header_rows) if (r, col) in self.cells]
+        boxes += [self.cells[(row, c)].box for c in range(self.header_cols) if (row, c) in self.cells]
+        return boxes
+
+
+def _numeric(text: str) -> bool:
+    return number_of(text) is not None and sum(ch.isdigit() for ch in text) >= max(1, len(text.strip()) // 3)
+
+
+def _label_like(text: str) -> bool:
+    """A header cell: words, or a year/period ("2023", "FY2022", "Q3 2024") heading a column of values."""
+    return not _numeric(text) or bool(re.fullmatch(r"\D{0,4}(19|20)\d\d\D{0,4}", text.strip()))
+
+
+def grid_of(region: Region) -> Grid | None:
+    """The table's grid, with header rows/columns inferred where ingestion marked none. None without cells."""
+    cells = {(c.row, c.col): c for c in region.cells if c.text.strip()}
+    if not cells:
+        return None
+    n_rows = max(r for r, _ in cells) + 1
+    n_cols = max(c for _, c in cells) + 1
+    header_rows, header_cols = region.header_rows, region.header_cols
+    if header_rows == 0 and n_rows > 1:
+        top = [cells[(0, c)].text for c in range(n_cols) if (0, c) in cells]
+        below = [cells[(r, c)].text for r in range(1, n_rows) for c in range(n_cols) if (r, c) in cells]
+        if top and all(_label_like(t) for t in top) and any(_numeric(t) and not _label_like(t) for t in below):
+            header_rows = 1
+        elif all(c.is_header for c in cells.values() if c.row == 0):
+            header_rows = 1
+    if header_cols == 0 and n_cols > 1:
+        first = [cells[(r, 0)].text for r in range(header_rows, n_rows) if (r, 0) in cells]
+        if first and sum(not _numeric(t) for t in first) >= max(1, len(first) * 2 // 3):
+            header_cols = 1
+    grid = Grid(cells, header_rows, header_cols, n_rows, n_cols)
+    for r in range(n_rows):
+        grid.row_labels[r] = " ".join(cells[(r, c)].text for c in range(header_cols) if (r, c) in cells)
+    for c in range(n_cols):
+        grid.col_labels[c] = " ".join(cells[(r, c)].text for r in range(header_rows) if (r, c) in cells)
+    return grid
+
+
+def table_regions_from_text(region: Region) -> Region:
+    """A table region whose ingestion found no cells, split into cells from its " | "-separated rows
+    (the contract's text form of a table), with boxes as equal bands of the region."""
+    if region.cells or " | " not in region.text:
+        return region
+    rows = [row for row in region.text.split("\n") if row.strip()]
+    x1, y1, x2, y2 = region.box
+    n = max(1, len(rows))
+    cells = []
+    for r, row in enumerate(rows):
+        parts = [p.strip() for p in row.split(" | ")]
+        width = (x2 - x1) / max(1, len(parts))
+        for c, text in enumerate(parts):
+            cells.append(TableCell(r, c, text, (x1 + c * width, y1 + r * (y2 - y1) / n,
+                                                x1 + (c + 1) * width, y1 + (r + 1) * (y2 - y1) / n)))
+    return Region(region.region_id, region.kind, region.box, region.text, region.caption, cells,
+                  region.header_rows, region.header_cols)
+
+
+def _row_parts(text: str) -> tuple[str, str] | None:
+    """A printed row "label value" split in two ("Kellen Island 415" → ("Kellen Island", "415")), or None."""
+    from vrag_rl.reader.values import values_in
+
+    values = [v for v in values_in(text) if not v.is_date]
+    if len(values) != 1 or not text.rstrip().endswith(values[0].text):
+        return None
+    label = text[:values[0].start].strip(" :|-–")
+    return (label, values[0].text) if label and re.search(r"[^\W\d_]", label) else None
+
+
+def stacked_tables(regions: list[Region]) -> list[Region]:
+    """Tables that layout analysis saw as separate one-line regions: two or more "label value" lines
+    stacked at one left edge with row spacing, under an optional header line without a value (a slide's
+    or a scan's small table, read line by line by OCR). Returned as table regions with cells, so they are
+    read by their headers like any table; the original regions stay too."""
+    def single(r: Region) -> bool:
+        return r.kind in ("text", "caption", "list", "heading") and 0 < len(r.text.split()) <= 8
+
+    lines: list[Region] = []
+    for region in regions:  # a paragraph region with its lines kept apart: each line a candidate row
+        rows = [row for row in region.text.split("\n") if row.strip()]
+        if len(rows) > 1 and region.kind in ("text", "list"):
+            x1, y1, x2, y2 = region.box
+            step = (y2 - y1) / len(rows)
+            lines += [Region(f"{region.region_id}.{i}", "text", (x1, y1 + i * step, x2, y1 + (i + 1) * step), row)
+                      for i, row in enumerate(rows)]
+        else:
+            lines.append(region)
+    out: list[Region] = []
+    ordered = sorted((r for r in lines if single(r)), key=lambda r: (r.box[1], r.box[0]))
+    used: set[str] = set()
+    for start in ordered:
+        if start.region_id in used:
+            continue
+        stack = [start]
+        for nxt in ordered:
+            last = stack[-1]
+            height = max(1.0, last.box[3] - last.box[1])
+            if nxt.box[1] <= last.box[1] or nxt.region_id in used:
+                continue
+            if abs(nxt.box[0] - start.box[0]) <= 1.5 * height and 0 <= nxt.box[1] - last.box[3] <= 2.5 * height:
+                stack.append(nxt)
+        header = stack[0] if _row_parts(stack[0].text) is None else None
+        rows = [(r, _row_parts(r.text)) for r in (stack[1:] if header else stack)]
+        rows = [(r, parts) for r, parts in rows if parts is not None]
+        if len(rows) < 2:
+            continue
+        used.update(r.region_id for r in stack)
+        cells: list[TableCell] = []
+        offset = 0
+        if header is not None:
+            cells += [TableCell(0, 0, header.text, header.box, True), TableCell(0, 1, header.text, header.box, True)]
+            offset = 1
+        for i, (region, (label, value)) in enumerate(rows):
+            x1, y1, x2, y2 = region.box
+            split = x1 + (x2 - x1) * len(label) / max(1, len(region.text))
+            cells += [TableCell(i + offset, 0, label, (x1, y1, split, y2), False),
+                      TableCell(i + offset, 1, value, (split, y1, x2, y2), False)]
+        members = ([header] if header else []) + [r for r, _ in rows]
+        box = (min(r.box[0] for r in members), min(r.box[1] for r in members), max(r.box[2] for r in members),
+               max(r.box[3] for r in members))
+        out.append(Region("+".join(r.region_id for r in members), "table", box,
+                          "\n".join(r.text for r in members), "", cells, offset, 1))
+    return out

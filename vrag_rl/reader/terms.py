@@ -1,0 +1,65 @@
+"""Words of a question or a page, language-general: Latin words (lightly stemmed) and CJK character bigrams.
+
+One place for the term helpers both CPU stand-ins use (the VRAG reader and the VimRAG policy). CJK
+text is matched with the overlapping character bigrams of `search_engine.lexical` (no dictionary, so
+any name a segmenter has never seen still matches); Latin words are lowercased, stripped of
+punctuation (numbers such as 7.4, 1,870 or 47% stay whole) and folded for plural/verb -s.
+"""
+from __future__ import annotations
+
+import re
+from difflib import SequenceMatcher
+
+from search_engine.lexical import cjk_bigrams
+
+STOPWORDS = frozenset(
+    "a about according after all also am an and any are as at be been being before but by can could did do does "
+    "doing during each for from get got had has have having he her here his how i if in into is it its me much many "
+    "my no not of on or our over she should so some than that the their them then there these they this those to "
+    "under up us was we were what when where which while who whom whose why will with would you your".split()
+)
+_LATIN = re.compile(r"[0-9a-z]+(?:[.,'’%][0-9a-z%]+)*%?")
+CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]+")
+
+
+def words_of(text: str) -> list[str]:
+    """Lowercased Latin words without punctuation (numbers such as 7.4, 1,870 or 47% stay whole)."""
+    return _LATIN.findall(text.lower())
+
+
+def stem(word: str) -> str:
+    """Crude plural/verb -s folding, so "produces" matches "produce" and "plants" matches "plant"."""
+    if word.endswith(("'s", "’s")):
+        word = word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")) and not word[-2].isdigit():
+        word = word[:-1]
+    return word
+
+
+def content_terms(text: str) -> list[str]:
+    """The terms that carry meaning, in order, without repeats: stemmed Latin words that are not
+    stopwords, and character bigrams of CJK text (without Chinese question and function words)."""
+    seen: dict[str, None] = {}
+    for word in words_of(text):
+        if word not in STOPWORDS:
+            seen.setdefault(stem(word), None)
+    for run in CJK_RUN.findall(text):
+        for gram in cjk_bigrams(run):
+            seen.setdefault(gram, None)
+    return list(seen)
+
+
+def search_terms(question: str) -> list[str]:
+    """The question's key words for a reformulated search (unstemmed, so BM25 matches them as printed)."""
+    words = [w for w in words_of(question) if w not in STOPWORDS]
+    words += CJK_RUN.findall(question)
+    return list(dict.fromkeys(words))
+
+
+def fuzzy_in(term: str, terms: set[str]) -> bool:
+    """A term is found when present, or for words of 5+ letters when one OCR error away ("Roverside")."""
+    if term in terms:
+        return True
+    if len(term) < 5 or not term.isalpha():
+        return False
+    return any(abs(len(t) - len(term)) <= 2 and SequenceMatcher(None, term, t).ratio() >= 0.8 for t in terms)

@@ -1,0 +1,97 @@
+"""Values printed in text: a number with its currency, scale and unit, or a date.
+
+Why by hand: no library in the stack extracts "$12.5 million", "410 MW", "10万台" or "14 February 2024"
+as one value with its unit while keeping the printed text (quantulum-style parsers normalise it away,
+and the answer must be quoted as printed).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_UNITS = ("%|percent|per ?cent|million|billion|thousand|trillion|mn|bn|k|[kmgt]wh?|[kmgt]w|gbps|mbps|tbps|[kmgt]b|"
+          "km|cm|mm|m|kg|mg|g|t|ml|l|tonnes?|tons?|mph|km/h|°c|°f|usd|eur|gbp|cny|rmb|jpy|dollars?|euros?|pounds?|"
+          "yuan|yen|years?|months?|weeks?|days?|hours?|minutes?|seconds?|people|persons?|x|times|points?|元|万|亿|"
+          "千|百|个|人|年|月|日|天|次|台|家|倍|米|公里|千米|吨")
+_VALUE = re.compile(
+    r"(?<![A-Za-z0-9_.])(?P<value>(?:[$€£¥]\s?)?[-+]?\d[\d,]*(?:\.\d+)?(?:\s?(?:" + _UNITS + r")(?![a-z]))*)",
+    re.IGNORECASE)
+_MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|december|"
+           "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
+_DATE = re.compile(
+    r"(?<![\w])(?:\d{1,2}\s+(?:" + _MONTHS + r")\.?,?\s+\d{4}|(?:" + _MONTHS + r")\.?\s+\d{1,2},?\s+\d{4}|"
+    r"(?:" + _MONTHS + r")\.?\s+\d{4}|\d{4}-\d{2}-\d{2}|\d{4}年\d{1,2}月(?:\d{1,2}日)?)(?![\w])",
+    re.IGNORECASE)
+_YEAR = re.compile(r"^(19|20)\d\d$")
+_CURRENCY = re.compile(r"[$€£¥]|usd|eur|gbp|cny|rmb|dollar|euro|pound|yuan|元", re.IGNORECASE)
+_PERCENT = re.compile(r"%|percent|per ?cent|百分", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Value:
+    """A value printed in a text: its text as printed, where it starts (character offset) and what it is."""
+
+    text: str
+    start: int  # character offset in the text
+    number: float
+    is_year: bool = False
+    is_date: bool = False
+
+    @property
+    def is_percent(self) -> bool:
+        return bool(_PERCENT.search(self.text))
+
+    @property
+    def is_money(self) -> bool:
+        return bool(_CURRENCY.search(self.text))
+
+
+# "Figure 2:", "Table 3.", "Fig. 4 -" at the start of a caption: a reference label, not a value.
+_REFERENCE_LABEL = re.compile(r"^\s*[A-Z][a-z]*\.?\s+\d+(?:\.\d+)*\s*(?:[:\-–—]|\.(?=\s|$))")
+
+
+def values_in(text: str) -> list[Value]:
+    """Every number in the text with its currency, scale and unit ("$341 million", "410 MW", "12%"),
+    and every date ("14 February 2024"), in text order; a number inside a date or a caption's
+    reference label ("Figure 2:") is not one."""
+    values: list[Value] = []
+    label = _REFERENCE_LABEL.match(text)
+    spans: list[tuple[int, int]] = [label.span()] if label else []
+    for match in _DATE.finditer(text):
+        if any(a <= match.start() < b for a, b in spans):
+            continue
+        year = re.search(r"\d{4}", match.group(0))
+        values.append(Value(match.group(0), match.start(), float(year.group(0)) if year else 0.0, False, True))
+        spans.append(match.span())
+    for match in _VALUE.finditer(text):
+        if any(a <= match.start() < b for a, b in spans):
+            continue
+        raw = match.group("value").rstrip(" ,")
+        digits = re.search(r"\d[\d,]*(?:\.\d+)?", raw).group(0).replace(",", "")
+        try:
+            number = float(digits)
+        except ValueError:
+            continue
+        values.append(Value(raw, match.start("value"), number, bool(_YEAR.match(raw))))
+    return sorted(values, key=lambda v: v.start)
+
+
+def number_of(text: str) -> float | None:
+    """The first number in a cell or label ("1,240" → 1240.0, "47%" → 47.0), None when it has none."""
+    match = re.search(r"[-+]?\d[\d,]*(?:\.\d+)?", text)
+    if not match:
+        return None
+    try:
+        return float(match.group(0).replace(",", ""))
+    except ValueError:
+        return None
+
+
+def named_in(value: Value, question: str) -> bool:
+    """The question itself names this number ("in 2023"): it is a condition, not the answer."""
+    digits = re.sub(r"[^\d.]", "", re.search(r"\d[\d,.]*", value.text).group(0)).strip(".") \
+        if re.search(r"\d", value.text) else ""
+    if not digits:
+        return False
+    return re.search(r"(?<![\d.])" + re.escape(digits) + r"(?![\d.])",
+                     re.sub(r"(?<=\d),(?=\d)", "", question)) is not None
