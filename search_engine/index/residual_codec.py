@@ -53,6 +53,7 @@ class ResidualCodec:
     weights: np.ndarray | None = None  # sq: (dim, 2^b) decoded value of each bucket
     pq_centroids: np.ndarray | None = None  # pq: (m, 256, dim/m)
     _lut: object = field(default=None, repr=False)
+    _lut_offsets: object = field(default=None, repr=False)
     _pq: object = field(default=None, repr=False)
 
     @property
@@ -142,11 +143,11 @@ class ResidualCodec:
         faiss.copy_array_to_vector(np.ascontiguousarray(self.pq_centroids, np.float32).ravel(), pq.centroids)
         return pq
 
-    def _lookup_table(self):
-        """torch (positions·256, values per byte) table: residual values of every byte value at each position."""
+    def _lookup_table(self) -> np.ndarray:
+        """(positions·256, record) table: the residual values one byte decodes to at each byte position
+        (sq: 8/b dimensions, pq: one sub-vector). Decoding is then one `np.take` of records, ~3× faster
+        here than a torch embedding lookup (pq decodes with faiss, which is as fast)."""
         if self._lut is None:
-            import torch
-
             kind, value = parse_codec(self.spec)
             if kind == "pq":
                 table = self.pq_centroids  # (m, 256, sub)
@@ -157,21 +158,27 @@ class ResidualCodec:
                                    for i in range(per_byte)], 1)  # (256, per_byte)
                 w = self.weights.reshape(-1, per_byte, self.weights.shape[1])  # (positions, per_byte, levels)
                 table = np.stack([w[:, i, :][:, levels[:, i]] for i in range(per_byte)], -1)
-            self._lut = torch.from_numpy(np.ascontiguousarray(table.reshape(-1, table.shape[-1]), np.float32))
+            table = np.ascontiguousarray(table.reshape(-1, table.shape[-1]), np.float32)
+            self._lut_offsets = np.arange(table.shape[0] // 256, dtype=np.intp) * 256
+            # numpy gathers native 8/16-byte items fast (generic void records ~20x slower): view each record as
+            # complex128 pairs of floats when it is a multiple of 16 bytes, else keep float32 rows
+            width = table.shape[1] * 4
+            self._lut = table.view(np.complex128) if width % 16 == 0 else table
+            if self._lut.shape[1] == 1:
+                self._lut = self._lut.reshape(-1)  # one native item per record: the fastest gather
         return self._lut
 
     def decode_residuals(self, residual_bytes: np.ndarray) -> np.ndarray:
-        """float32 (tokens, dim) residuals of stored residual bytes (pq: faiss's decoder, in C++)."""
+        """float32 (tokens, dim) residuals of stored residual bytes (pq: faiss's decoder, measured faster)."""
         if self.kind == "pq":
             if self._pq is None:
                 self._pq = self._faiss_pq()
             return self._pq.decode(np.ascontiguousarray(residual_bytes))
-        import torch
-
-        packed = torch.from_numpy(np.ascontiguousarray(residual_bytes)).int()
-        index = packed + torch.arange(packed.shape[1], dtype=torch.int32).mul_(256)
-        out = torch.nn.functional.embedding(index, self._lookup_table())
-        return out.reshape(residual_bytes.shape[0], self.dim).numpy()
+        table = self._lookup_table()
+        index = np.asarray(residual_bytes).astype(np.intp)
+        index += self._lut_offsets
+        out = np.take(table, index) if table.ndim == 1 else np.take(table, index, axis=0)
+        return out.view(np.float32).reshape(index.shape[0], self.dim)
 
     def decode_unnormalized(self, codes: np.ndarray, residual_bytes: np.ndarray) -> np.ndarray:
         """float32 (tokens, dim) `centroid + residual` (not re-normalised: scorers divide their

@@ -1,0 +1,142 @@
+#!/usr/bin/env python
+"""fast-plaid and xtr-warp-rs on the benchmark corpus, for the side-by-side table of `bench_search.py`.
+
+Both pin torch 2.11 (the project runs 2.13), so this script runs in its own virtual environment and
+imports nothing of the project — it reads the corpus files directly (`tokens.f16`, `offsets.npy`, the
+cached query sets with their exact top-10):
+
+    python3 -m venv /work/venvs/fastplaid && /work/venvs/fastplaid/bin/pip install fast-plaid xtr-warp-rs
+    /work/venvs/fastplaid/bin/python scripts/bench_plaid_libs.py --corpus data/bench/synth_10k \\
+        --method fast-plaid xtr-warp --query-set standard noisy --json rows_libs.json
+
+Rows have the fields of `bench_search.py`'s rows, so `bench_search.py --json ... --plot-only` tabulates
+them together. Indexes are built once into `<corpus>/lib-<method>/` (build time recorded there).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+THREADS = os.environ.get("VRAG_BENCH_THREADS", "1")
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, THREADS)
+
+import numpy as np  # noqa: E402
+
+
+def load_corpus(corpus: Path):
+    meta = json.loads((corpus / "meta.json").read_text())
+    offsets = np.load(corpus / "offsets.npy")[: int(meta["num_pages"]) + 1]
+    tokens = np.memmap(corpus / "tokens.f16", np.float16, "r", shape=(int(offsets[-1]), int(meta["dim"])))
+    return tokens, offsets
+
+
+def load_queries(corpus: Path, query_set: str, limit: int | None):
+    prefix = "queries" if query_set == "standard" else f"queries-{query_set}"
+    files = sorted(corpus.glob(f"{prefix}_*.npz"))
+    if not files:
+        raise SystemExit(f"no {query_set} queries in {corpus}")
+    data = np.load(files[0])
+    n = len(data["queries"]) if limit is None else min(limit, len(data["queries"]))
+    return data["queries"][:n], data["exact_rows"][:n]
+
+
+def dir_bytes(directory: Path) -> int:
+    return sum(f.stat().st_size for f in directory.rglob("*") if f.is_file())
+
+
+def page_tensors(tokens, offsets, torch):
+    return [torch.from_numpy(np.asarray(tokens[a:b], np.float32)) for a, b in zip(offsets[:-1], offsets[1:])]
+
+
+def build(method: str, corpus: Path, tokens, offsets) -> tuple[object, dict]:
+    import torch
+
+    directory = corpus / f"lib-{method}"
+    state = directory / "bench_build.json"
+    if method == "fast-plaid":
+        from fast_plaid import search
+
+        index = search.FastPlaid(index=str(directory / "index"), device="cpu")
+        if not state.exists():
+            started = time.perf_counter()
+            index.create(documents_embeddings=page_tensors(tokens, offsets, torch))
+            state.write_text(json.dumps({"build_seconds": time.perf_counter() - started}))
+        return index, json.loads(state.read_text())
+    from xtr_warp import XTRWarp
+
+    index = XTRWarp(index=str(directory / "index"))
+    if not state.exists():
+        started = time.perf_counter()
+        index.create(page_tensors(tokens, offsets, torch), device="cpu", show_progress=False)
+        state.write_text(json.dumps({"build_seconds": time.perf_counter() - started}))
+    index.load(device="cpu")
+    return index, json.loads(state.read_text())
+
+
+def run(method: str, corpus: Path, query_set: str, limit: int | None) -> dict:
+    import torch
+
+    torch.set_num_threads(int(THREADS))
+    tokens, offsets = load_corpus(corpus)
+    queries, exact_rows = load_queries(corpus, query_set, limit)
+    index, state = build(method, corpus, tokens, offsets)
+
+    def one(q):
+        qt = torch.from_numpy(np.ascontiguousarray(q, np.float32)).unsqueeze(0)
+        if method == "fast-plaid":
+            return index.search(queries_embeddings=qt, top_k=10, show_progress=False)[0]
+        return index.search(qt, top_k=10, show_progress=False)[0]
+
+    one(queries[0])
+    wall, cpu, rows = [], [], []
+    for q in queries:
+        w, c = time.perf_counter(), time.process_time()
+        hits = one(q)
+        wall.append(time.perf_counter() - w)
+        cpu.append(time.process_time() - c)
+        rows.append([int(h[0]) for h in hits])
+    recall = float(np.mean([len(set(r[:10]) & set(e[:10].tolist())) / 10 for r, e in zip(rows, exact_rows)]))
+    ms = sorted(t * 1000 for t in wall)
+    disk = dir_bytes(corpus / f"lib-{method}")
+    pages = len(offsets) - 1
+    return {"method": method, "pages": pages, "queries": len(queries), "query_set": query_set,
+            "p50_ms": statistics.median(ms), "p95_ms": ms[min(len(ms) - 1, int(round(0.95 * (len(ms) - 1))))],
+            "qps": len(ms) / (sum(ms) / 1000), "cpu_p50_ms": statistics.median(t * 1000 for t in cpu),
+            "recall@10": recall, "build_s": state["build_seconds"], "disk_gib": disk / 2**30,
+            "bytes_per_page": disk / pages, "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+            "load_avg_1m": os.getloadavg()[0], "note": f"{method} defaults, CPU, {THREADS} thread(s)"}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", type=Path, required=True)
+    parser.add_argument("--method", nargs="+", choices=["fast-plaid", "xtr-warp"], default=["fast-plaid", "xtr-warp"])
+    parser.add_argument("--query-set", nargs="+", default=["standard"])
+    parser.add_argument("--queries", type=int, default=None)
+    parser.add_argument("--json", type=Path, help="append the rows to this JSON list")
+    args = parser.parse_args()
+    rows = []
+    for method in args.method:
+        for query_set in args.query_set:
+            try:
+                row = run(method, args.corpus, query_set, args.queries)
+            except Exception as exc:  # report the failure as a row, keep going with the other method
+                row = {"method": method, "pages": None, "query_set": query_set,
+                       "error": f"{type(exc).__name__}: {exc}"[:300]}
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    if args.json:
+        old = json.loads(args.json.read_text()) if args.json.exists() else []
+        args.json.write_text(json.dumps(old + rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
