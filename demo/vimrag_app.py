@@ -41,7 +41,7 @@ class VimSettings:
         return VimRAG(base_url=self.policy_url, search_url=self.search_url, model=self.model or None,
                       api_key=self.api_key or None, max_steps=self.max_steps, search_top_k=self.top_k,
                       enable_thinking=self.enable_thinking or None, stream=self.stream,
-                      energy=EnergyConfig(total_pixels=self.memory_pixels, top_k=self.memory_top_k))
+                      energy=EnergyConfig(total_pixels=self.memory_pixels, memory_top_k=self.memory_top_k))
 
 
 def sidebar() -> VimSettings:

@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     max_pixels=args.page_pixels, search_top_k=1)
         vrag_result = vrag.run(question)
         vim_policy = MeasuringPolicy(OpenAIPolicy(vim_server.url + "/v1"))
-        energy = EnergyConfig(total_pixels=args.total_pixels, top_k=args.memory_top_k)
+        energy = EnergyConfig(total_pixels=args.total_pixels, memory_top_k=args.memory_top_k)
         vim = VimRAG(policy=vim_policy, search_url=search.url, max_steps=2 * args.searches + 2, search_top_k=1,
                      observation_max_pixels=args.page_pixels, energy=energy)
         vim_result = vim.run(question)
