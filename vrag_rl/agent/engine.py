@@ -84,7 +84,8 @@ EventT = TypeVar("EventT", bound=AgentEvent)
 
 @dataclass
 class TurnOutcome:
-    """What a reply's actions came to, as `_act` reports it to the engine."""
+    """What a reply's actions came to, as `_act` reports it to the engine (filled in place: `_act` is an
+    async generator of events, which cannot also return a value)."""
 
     answered: bool = False
     invalid: str = ""  # why (part of) the reply could not be used; the model is told
@@ -134,7 +135,7 @@ class EpisodeEngine:
         """Events about the context just built, before it is sent (none by default)."""
         return []
 
-    def _turn_limit_event(self, turn: int) -> ErrorEvent | AgentEvent:
+    def _turn_limit_event(self, turn: int) -> AgentEvent:
         """The event that says the forced-answer call brought no answer (it has a `message`)."""
         raise NotImplementedError
 
