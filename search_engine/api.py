@@ -186,8 +186,8 @@ def create_app(engine: SearchEngine | None = None, index_dir: str | None = None,
         known_page(engine, page_id)
         try:
             return await run_in_threadpool(engine.page_layout, page_id)
-        except LayoutUnavailable as exc:
-            raise HTTPException(404, str(exc)) from None
+        except LayoutUnavailable as exc:  # its upgrade command names the index directory: shown() it (issue 21)
+            raise HTTPException(404, str(exc).replace(str(engine.index_dir), shown(str(engine.index_dir)))) from None
         except KeyError:
             raise HTTPException(404, f"unknown page id {page_id!r}") from None
 
@@ -263,6 +263,9 @@ def serve(index_dir: str, host: str = "127.0.0.1", port: int = 8002, api_key: st
     """Serve an index; `expose_paths=None` means: only when bound to a loopback address."""
     import uvicorn
 
+    from search_engine.malloc_tuning import bound_heap_growth
+
+    bound_heap_growth()  # before the models load: without it RSS ratchets up under load (see that module)
     if expose_paths is None:
         expose_paths = default_expose_paths(host)
     app = create_app(index_dir=index_dir, api_key=api_key, device=device, expose_paths=expose_paths,

@@ -116,6 +116,7 @@ def test_previous_format_opens_with_a_message_and_upgrades_in_place(region_index
     with TestClient(create_app(engine=engine)) as http:
         response = http.get("/pages/harbour_1/layout")
         assert response.status_code == 404 and "vrag-search upgrade" in response.json()["detail"]
+        assert str(old) not in response.text  # no absolute server path without expose_paths (issue 21)
 
     result = CliRunner().invoke(cli, ["upgrade", "--index", str(old), "--quiet"])
     assert result.exit_code == 0, result.output
