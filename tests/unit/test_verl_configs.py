@@ -77,7 +77,11 @@ def _verl_validate(cfg) -> dict:
 
 def test_the_expected_settings_exist():
     assert CONFIGS == ["ggpo_qwen2_5_vl_7b", "ggpo_qwen3_vl_8b", "grpo_qwen2_5_vl_3b_lora_24gb",
-                       "grpo_qwen2_5_vl_7b", "grpo_qwen3_vl_8b"]
+                       "grpo_qwen2_5_vl_7b", "grpo_qwen3_vl_8b", "smoke_grpo_qwen2_5_vl_3b_1gpu"]
+
+
+def _algorithm_of(name: str) -> str:
+    return name.removeprefix("smoke_").split("_")[0]
 
 
 @pytest.mark.parametrize("name", CONFIGS)
@@ -87,9 +91,10 @@ def test_config_composes_and_validates_against_verl(name):
     settings = plugin_settings(cfg)
     assert built["rollout"].agent.default_agent_loop == "vrag_agent"
     assert cfg.actor_rollout_ref.model.external_lib == "vrag_rl.verl_plugins"
-    assert built["algorithm"].adv_estimator == settings.algorithm == name.split("_")[0]
+    assert built["algorithm"].adv_estimator == settings.algorithm == _algorithm_of(name)
     assert cfg.reward.custom_reward_function.path == "vrag_rl/verl_plugins/reward.py"
     assert (CONFIG_DIR.parents[1] / cfg.reward.custom_reward_function.path).is_file()
+    assert cfg.trainer.use_v1  # verl 0.9.1's default trainer path, kept by every config
     if name.startswith("ggpo"):
         assert built["actor"].policy_loss.loss_mode == "gspo"
         assert built["actor"].loss_agg_mode == "seq-mean-token-mean"
@@ -145,3 +150,20 @@ def test_typos_and_contradictions_fail_loudly():
     bad_batch = _edited("grpo_qwen2_5_vl_7b", actor_rollout_ref__actor__ppo_mini_batch_size=64)  # > 32 prompts
     with pytest.raises(ValueError, match="ppo_mini_batch_size"):
         _verl_validate(bad_batch)
+
+
+def test_the_smoke_config_is_two_small_v1_steps_on_one_gpu():
+    cfg = _compose("smoke_grpo_qwen2_5_vl_3b_1gpu")
+    built = _verl_validate(cfg)
+    assert cfg.trainer.use_v1 and cfg.trainer.total_training_steps == 2 and cfg.trainer.save_freq == 2
+    assert cfg.trainer.n_gpus_per_node == 1 and built["rollout"].tensor_model_parallel_size == 1
+    assert built["rollout"].name == "vllm" and cfg.actor_rollout_ref.model.path == "Qwen/Qwen2.5-VL-3B-Instruct"
+    assert cfg.data.max_prompt_length + cfg.data.max_response_length <= built["rollout"].max_model_len
+
+
+@pytest.mark.parametrize("use_v1", [True, False])
+def test_both_trainer_paths_compose_and_validate(use_v1):
+    """verl's v1 trainer (TransferQueue, the default) and its v0 trainer take the same configs."""
+    cfg = _compose("grpo_qwen2_5_vl_7b", [f"trainer.use_v1={str(use_v1).lower()}"])
+    _verl_validate(cfg)
+    assert cfg.trainer.use_v1 is use_v1 and plugin_settings(cfg).algorithm == "grpo"

@@ -136,3 +136,45 @@ def test_the_script_starts_and_stops_a_search_server_on_an_index(text_index, tmp
     with pytest.raises(ProcessLookupError):  # the EXIT trap stopped the server the script started
         os.kill(pid, 0)
     assert (tmp_path / "search_server.log").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("use_v1", ["true", "false"])
+def test_the_7b_script_composes_on_both_trainer_paths(use_v1, env):
+    """verl's v1 trainer (TransferQueue; verl's default) and its v0 trainer: the same script and config."""
+    proc = _run("train_grpo_qwen2_5_vl_7b.sh", ["--dry-run", "trainer.total_epochs=3", f"trainer.use_v1={use_v1}"],
+                env, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _check_dry_run("train_grpo_qwen2_5_vl_7b.sh", proc.stdout, env)
+    cfg = _composed_config(proc.stdout)
+    assert cfg["trainer"]["use_v1"] is (use_v1 == "true")
+    from vrag_rl.verl_plugins.settings import plugin_settings
+
+    assert plugin_settings(cfg).algorithm == "grpo"  # the plugin reads the composed config on both paths
+
+
+@pytest.mark.slow
+def test_gpu_smoke_dry_run_builds_its_data_and_index_and_composes_the_v1_run(tmp_path):
+    """scripts/gpu_smoke.sh --dry-run: sample corpus → parquet → text index, every check, the composed config
+    of two v1 GRPO steps on one GPU (the GPU check is the one expected failure here)."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    env = {**os.environ, "SMOKE_DIR": str(tmp_path / "smoke"), "MODEL_PATH": str(model),
+           "PYTHON": str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv").exists() else "python3"}
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "gpu_smoke.sh"), "--dry-run"], env=env, capture_output=True,
+                          text=True, check=False, timeout=600, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert (tmp_path / "smoke" / "index" / "manifest.json").is_file()
+    assert out.count("rows OK") == 2 and "[check] ok: search index" in out
+    failed = [line for line in proc.stderr.splitlines() if line.startswith("[check] FAIL")]
+    assert all("GPU" in line for line in failed), failed  # only the GPU is missing on a CPU machine
+    command = next(line for line in out.splitlines() if line.startswith("[train] command:"))
+    assert "--config-name=smoke_grpo_qwen2_5_vl_3b_1gpu" in command and "trainer.resume_mode=disable" in command
+    cfg = _composed_config(out)
+    assert cfg["trainer"]["use_v1"] is True and cfg["trainer"]["total_training_steps"] == 2
+    assert cfg["trainer"]["n_gpus_per_node"] == 1 and cfg["actor_rollout_ref"]["rollout"]["name"] == "vllm"
+    assert cfg["vrag"]["search"]["url"] == "http://127.0.0.1:8012"
+    assert cfg["data"]["train_files"] == str(tmp_path / "smoke" / "data" / "train.parquet")
+    assert cfg["trainer"]["default_local_dir"] == str(tmp_path / "smoke" / "checkpoints")
