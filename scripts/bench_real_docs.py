@@ -112,6 +112,7 @@ class QuestionResult:
     em: float | None = None
     contains: float | None = None
     not_found: bool | None = None
+    agent_saw_page: bool | None = None  # the reference page was among the pages the agent retrieved
     error: str | None = None
 
 
@@ -145,6 +146,8 @@ def score_answer(result: QuestionResult, record: dict[str, Any]) -> None:
     result.contains = record.get("contains")
     result.error = record.get("error")
     result.not_found = result.error is None and is_not_found(result.prediction)
+    seen = set(record.get("retrieved_page_ids") or [])
+    result.agent_saw_page = bool(seen & set(result.reference_page_ids)) if result.reference_page_ids else None
 
 
 def _mean(values: Iterable[float | None]) -> float | None:
@@ -180,6 +183,8 @@ def _group_stats(rows: Sequence[QuestionResult]) -> dict[str, Any]:
         "recall@5": _mean(1.0 if r.rank is not None and r.rank <= 5 else 0.0 for r in with_pages),
         "region_best": region_score("best_region_holds"),
         "region_any": region_score("any_region_holds"),
+        "agent_page": _mean(None if r.agent_saw_page is None else float(r.agent_saw_page) for r in answered)
+        if answered else None,
         "contains": _mean(r.contains for r in answered) if answered else None,
         "em": _mean(r.em for r in answered) if answered else None,
         "not_found": sum(1 for r in answered if r.not_found and not r.contains) if answered else None,
@@ -192,7 +197,8 @@ def _group_stats(rows: Sequence[QuestionResult]) -> dict[str, Any]:
 def format_table(table: dict[str, dict[str, Any]], title: str = "content type") -> str:
     """A fixed-width text table of `summarize`'s output (percentages; n/a where not measured)."""
     columns = [("n", "n"), ("recall@1", "R@1"), ("recall@5", "R@5"), ("region_best", "region"),
-               ("region_any", "any-reg"), ("contains", "contains"), ("em", "EM"), ("not_found", "not-found"),
+               ("region_any", "any-reg"), ("agent_page", "agent-pg"),
+               ("contains", "contains"), ("em", "EM"), ("not_found", "not-found"),
                ("wrong", "wrong"), ("errors", "errors")]
 
     def cell(key: str, value: Any) -> str:
@@ -446,6 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=int, default=2, help="episodes at once (the stand-in is CPU-bound)")
     p.add_argument("--episode-timeout", type=float, default=300.0)
     p.add_argument("--limit", type=int, default=None, help="ask only the first N questions")
+    p.add_argument("--verbose", action="store_true", help="print one line per question (rank, region, answer)")
     p.add_argument("--out", type=Path, default=None,
                    help="JSON report (default runs/bench_real_docs/<questions stem>.json)")
     return p
@@ -540,6 +547,12 @@ def main(argv: list[str] | None = None) -> int:
 def _finish(report: dict[str, Any], args: argparse.Namespace, questions: Path,
             results: list[QuestionResult] | None) -> int:
     if results is not None:
+        if args.verbose:
+            for r in results:
+                verdict = ("OK " if r.contains else "NF " if r.not_found else "BAD" if r.contains is not None
+                           else "-  ")
+                print(f"{verdict} {r.uid} [{r.content_type}/{r.language}] rank={r.rank} region={r.best_region_holds} "
+                      f"answer={(r.prediction or '')[:80]!r} reference={r.reference_answer[0]!r}")
         report["by_content_type"] = summarize(results, "content_type")
         report["by_language"] = summarize(results, "language")
         report["questions_detail"] = [asdict(r) for r in results]

@@ -83,7 +83,8 @@ def test_summary_per_type_counts_not_found_apart_from_wrong(bench):
         r = _result(bench, uid, ctype)
         r.rank = rank
         bench.score_answer(r, {"prediction": prediction, "status": "answered", "em": float(prediction == "42"),
-                               "contains": contains, "error": None})
+                               "contains": contains, "error": None,
+                               "retrieved_page_ids": ["doc_1"] if contains else ["doc_7"]})
         rows.append(r)
     table = bench.summarize(rows)
     assert list(table) == ["text", "table", "overall"]
@@ -91,6 +92,7 @@ def test_summary_per_type_counts_not_found_apart_from_wrong(bench):
     assert table["table"]["recall@5"] == 0.5
     assert table["overall"]["contains"] == 0.5 and table["overall"]["em"] == 0.25
     assert table["overall"]["not_found"] == 1 and table["overall"]["wrong"] == 1
+    assert table["overall"]["agent_page"] == 0.5  # the agent looked at the reference page in 2 of 4
     assert table["overall"]["region_best"] is None  # no regions anywhere: n/a, not 0
     text = bench.format_table(table)
     assert "n/a" in text and "overall" in text.splitlines()[-1]
