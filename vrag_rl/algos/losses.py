@@ -51,7 +51,8 @@ def aggregate(loss_mat: torch.Tensor, mask: torch.Tensor, mode: str = "token-mea
     - "token-mean": Σ loss·mask / (tokens in the batch) — verl's default for PPO/GRPO;
     - "seq-mean-token-mean": mean over sequences of each sequence's token mean — GSPO's;
     - "segment-mean-token-mean": mean over segments (model turns / steps) of each segment's token mean —
-      GGPO's "normalised by the total segment count" (pass the unpruned count as `denominator`).
+      the GGPO paper's per-step form. verl's actor has no route for it, so the trainers' objective
+      (`vrag_rl.algos.objective`) uses "seq-mean-token-mean"; this mode stays for experiments.
     `denominator` replaces the local count (tokens / sequences / segments) for gradient accumulation.
     """
     mask = mask.to(loss_mat.dtype)

@@ -7,7 +7,8 @@ Why not TRL: TRL 1.16's `GRPOTrainer` (which fits beside transformers 5.10 and h
   in `_generate_and_score_completions`), so the policy would be trained blind on its observations and
   the image-token count would not match the pixels;
 - its sequence-level importance ratio (`importance_sampling_level="sequence"`) is one ratio per
-  whole completion, not one per step/segment, which GGPO's per-step GSPO objective needs;
+  whole completion, not one per step/segment (GGPO's paper form; the objective now used here is
+  verl's sequence-level GSPO, so this point alone would no longer rule TRL out);
 - the loss mask is fixed before rewards and advantages are known, while GGPO's prune mask μ depends
   on the reward (r = 1 prunes dead ends, r = 0 prunes evidence-finding steps) and on the step graph,
   which TRL has no place for;
@@ -222,6 +223,19 @@ class LocalTrainer:
             trajectory.reward = reward
         return trajectories, list(rewards)
 
+    def _training_samples(self, trajectories: list[Any], rewards: list[RewardBreakdown]) -> tuple[
+            list[Trajectory], torch.Tensor, list[torch.Tensor], int]:
+        """(the sequences the loss runs over, their advantages, their loss masks, the pruned-turn count).
+
+        VRAG: one sequence per trajectory, GRPO advantages over the group's trajectories. A rebuilt-context agent
+        (`vrag_rl.train.vimrag_trainer`) overrides this: one sequence per step, the trajectory's advantage.
+        """
+        totals = torch.tensor([r.total for r in rewards], dtype=torch.float32)
+        advantages = grpo_advantages(totals, [t.group_id for t in trajectories],
+                                     norm_by_std=self.config.norm_adv_by_std)
+        masks, pruned = self._loss_masks(trajectories)
+        return trajectories, advantages, masks, pruned
+
     def _loss_masks(self, trajectories: list[Trajectory]) -> tuple[list[torch.Tensor], int]:
         """Per trajectory: the loss mask (model tokens minus the algorithm's pruned turns); and the pruned count."""
         settings = self.config.algorithm_settings()
@@ -239,12 +253,10 @@ class LocalTrainer:
         started = time.perf_counter()
         trajectories, rewards = asyncio.run(self._rollouts(self.step))
         rollout_s = time.perf_counter() - started
-        totals = torch.tensor([r.total for r in rewards], dtype=torch.float32)
-        advantages = grpo_advantages(totals, [t.group_id for t in trajectories], norm_by_std=cfg.norm_adv_by_std)
-        masks, pruned = self._loss_masks(trajectories)
+        samples, advantages, masks, pruned = self._training_samples(trajectories, rewards)
         settings = cfg.algorithm_settings()
         token_den = max(float(sum(m.sum() for m in masks)), 1.0)
-        sequence_den = float(len(trajectories))  # verl's global_batch_size: every sequence, fully pruned included
+        sequence_den = float(len(samples))  # verl's global_batch_size: every sequence, fully pruned included
         started = time.perf_counter()
         self.model.train()
         sums = {"loss": 0.0, "kl": 0.0, "entropy": 0.0, "clipfrac": 0.0, "logprob_gap": 0.0}
@@ -253,7 +265,7 @@ class LocalTrainer:
         grad_norm = 0.0
         for epoch in range(cfg.ppo_epochs):
             last = epoch == cfg.ppo_epochs - 1
-            for i, (t, adv, mask) in enumerate(zip(trajectories, advantages, masks)):
+            for i, (t, adv, mask) in enumerate(zip(samples, advantages, masks)):
                 if mask.sum() == 0:
                     continue
                 logprobs, entropy = response_logprobs(self.model, self.processor, t, self._temperature,
