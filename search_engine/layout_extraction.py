@@ -45,14 +45,24 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # A caption starts with a short label word (any script) and a number: "Figure 3:", "Fig. 2.", "Table IV",
 # "图 1", "表2：". Position decides which figure or table it belongs to.
-_CAPTION_START = re.compile(r"^\s*[^\W\d_]{1,12}\.?\s*(?:\d+(?:[.\-]\d+)*|[IVXLC]{1,6})\s*(?:[.:：、\-–—)]|\s|$)")
+# The label starts with a capital or a character of a caseless script (captions are set that way); a Roman
+# numeral must stand apart from it ("Table IV", not the acronym "ICC"); after the number comes a separator,
+# a capital or CJK text ("Figure 2: ...", "Table 3 Results", "图1 收入"), not a sentence ("Table 2 shows").
+_CAPTION_START = re.compile(
+    r"^\s*(?![a-z])[^\W\d_]{1,12}(?:\.?\s*\d+(?:[.\-]\d+)*[a-z]?|\.?\s+[IVXLC]{1,6})"
+    r"(?:\s*[.:：、\-–—)|]|\s*(?=[\u3400-\u9fff])|\s+(?=[A-Z(\[\"“])|\s*$)")
 _BULLET = re.compile(r"^\s*(?:[•◦▪●○■□–—\-*·]|\(?\d{1,3}[.)]|\(?[a-zA-Z][.)])\s+")
 _NUMERIC = re.compile(r"^[\s(]*[-+−–]?[$€£¥%]?\s*[\d.,]+\s*[%‰kKmMbB]?[)\s]*$")
 _DIGITS = re.compile(r"\d+")
 MARGIN_BAND = 0.06  # outermost band (fraction of the page height) where short text is a header/footer
-RUNNING_BAND = 0.12  # band searched for text repeated across pages (running headers/footers)
+RUNNING_BAND = 0.15  # band searched for text repeated across pages (running headers/footers: a 1-inch margin
+# plus the header line is ~0.13 of a letter page)
 MAX_REGION_WORDS = 120  # longer text blocks are split at line ends: a region is a paragraph, not a column
 SNIPPET_CHARS = 240
+MAX_CAPTION_WORDS = 60  # a longer block that starts "Figure 5a shows ..." is a paragraph about the figure
+# Clustering vector paths into figures is quadratic in the number of paths: past this many on one page
+# (a map, a scatter plot of thousands of points) the page's drawings are taken as one figure.
+MAX_CLUSTERED_PATHS = 1500
 
 
 # ---------------------------------------------------------------------------------------- shared pieces
@@ -320,7 +330,7 @@ def _body_size(blocks: list[_Block]) -> float:
 def _is_heading(block: _Block, body: float, body_bold: bool) -> bool:
     if len(block.lines) > 3 or block.words > 20 or not block.text.strip():
         return False
-    if _is_caption(block.text) or block.text.rstrip().endswith((".", ";", ",")) and block.words > 8:
+    if block.text.rstrip().endswith((".", ";", ",")) and block.words > 8:
         return False
     larger = min(line.size for line in block.lines) >= 1.15 * body
     bolder = all(line.bold for line in block.lines) and not body_bold
@@ -371,7 +381,7 @@ def _attach_captions(blocks: list[_Block], items: Sequence[_Table | _Figure], us
     for item in items:
         best, best_gap = None, None
         for block in blocks:
-            if block.order in used or not _is_caption(block.text):
+            if block.order in used or not _is_caption(block.text) or block.words > MAX_CAPTION_WORDS:
                 continue
             b = block.box
             horizontal = min(b[2], item.box[2]) - max(b[0], item.box[0]) > 0
@@ -443,11 +453,11 @@ def _compose(page_id: str, blocks: list[_Block], tables: list[_Table], figures: 
             continue
         if block.order in used:
             continue
-        if _is_caption(block.text) and block.words <= 60:
-            entries.append((block.order, Region("", "caption", px(block.box), block.text)))
-            continue
         if _is_heading(block, body, body_bold):
             entries.append((block.order, Region("", "heading", px(block.box), block.text)))
+            continue
+        if _is_caption(block.text) and block.words <= MAX_CAPTION_WORDS:  # of a figure not found as such
+            entries.append((block.order, Region("", "caption", px(block.box), block.text)))
             continue
         kind = "list" if _BULLET.match(block.lines[0].text) and len(block.lines) > 1 else "text"
         for k, part in enumerate(_split_paragraphs(block)):
@@ -533,7 +543,7 @@ def _pdf_ruled_tables(page: pymupdf.Page, blocks: list[_Block]) -> list[_Table]:
     words = page.get_text("words")
     bold_boxes = [p.box for b in blocks for line in b.lines for p in line.pieces if p.bold]
     tables = []
-    for found in page.find_tables().tables:
+    for found in _find_tables(page):
         if found.row_count < 2 or found.col_count < 2:
             continue
         grid: list[list[tuple[str, Box]]] = []
@@ -556,11 +566,22 @@ def _pdf_ruled_tables(page: pymupdf.Page, blocks: list[_Block]) -> list[_Table]:
                 any(_inside(b, box) for b in bold_boxes) for c, box in cells if c))
         # drop empty placeholder boxes of merged cells from the union
         grid = [[(t, b if _area(b) else (0.0, 0.0, 0.0, 0.0)) for t, b in row] for row in grid]
-        if not any(t for row in grid for t, _ in row):
-            continue
+        filled = sum(1 for row in grid for t, _ in row if t)
+        if filled < 0.5 * sum(len(row) for row in grid):
+            continue  # rulings around few words: a chart's bars and axes, a form, a framed box — not a table
         header_rows = _header_rows(grid, bold_rows)
         tables.append(_Table(tuple(found.bbox), grid, header_rows, _header_cols(grid, header_rows)))  # type: ignore[arg-type]
     return tables
+
+
+def _find_tables(page: pymupdf.Page) -> list:
+    """PyMuPDF's line-based table finder. Where the `pymupdf_layout` package is installed, PyMuPDF ≥ 2.0
+    first runs its ONNX page-layout model (~1.6 s a page on 2 CPU cores, 6x the rest of this module):
+    `use_layout=False` keeps ingestion above 2 pages/s; older PyMuPDF has no such argument."""
+    try:
+        return page.find_tables(use_layout=False).tables
+    except TypeError:
+        return page.find_tables().tables
 
 
 def _pdf_figures(page: pymupdf.Page, tables: list[_Table]) -> list[_Figure]:
@@ -573,8 +594,12 @@ def _pdf_figures(page: pymupdf.Page, tables: list[_Table]) -> list[_Figure]:
         box = tuple(info["bbox"])
         candidates.append(box)  # type: ignore[arg-type]
     try:
-        paths = page.get_drawings()
-        clusters = page.cluster_drawings(drawings=paths) if paths else []
+        paths = page.get_cdrawings()
+        if len(paths) > MAX_CLUSTERED_PATHS:  # a map or a plot of many points: one picture
+            clusters = [_union(tuple(p["rect"]) for p in paths)]
+        else:
+            paths = page.get_drawings()
+            clusters = page.cluster_drawings(drawings=paths) if paths else []
     except Exception:  # noqa: BLE001 - a malformed drawing must not cost the page its text regions
         paths, clusters = [], []
     for cluster in clusters:
@@ -622,10 +647,11 @@ def pdf_page_layout(page: pymupdf.Page, page_id: str, image_size: tuple[int, int
     width, height = page.rect.width, page.rect.height
     blocks = _pdf_blocks(page)
     tables = _pdf_ruled_tables(page, blocks) if _has_rulings(page) else []
-    taken = [t.box for t in tables]
+    figures = _pdf_figures(page, tables)
+    # unruled tables among the remaining lines; labels printed on a chart (ticks, legends) are not a table
+    taken = [t.box for t in tables] + [f.box for f in figures]
     free_lines = [line for b in blocks for line in b.lines if not any(_inside(line.box, box) for box in taken)]
     tables += _aligned_tables(free_lines)
-    figures = _pdf_figures(page, tables)
     scale = (image_size[0] / max(width, 1e-6), image_size[1] / max(height, 1e-6))
     return _compose(page_id, blocks, tables, figures, width, height, scale, image_size, running, "pdf")
 
