@@ -25,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON summary line at the end")
     parser.add_argument("--verbose", action="store_true", help="print the stand-in's thoughts too")
     parser.add_argument("--only", default=None, help="ask only the questions containing this text")
+    parser.add_argument("--ocr-only", action="store_true",
+                        help="the stand-in OCRs the images it is sent (default: it reads the page layouts the "
+                             "search server stored at ingestion, as in the demo)")
     args = parser.parse_args(argv)
 
     from search_engine.api import create_app as search_app
@@ -46,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
             from search_engine.ingest import Ingestor
 
             Ingestor(args.index, visual_model=None, text_model="minilm", progress=False).add(corpus.files)
-    backend = RuleBasedBackend(lang=args.lang) if args.lang else RuleBasedBackend()
     search = LoopbackServer(search_app(engine=SearchEngine.load(args.index), expose_paths=True)).start()
+    backend = RuleBasedBackend(lang=args.lang, search_url="" if args.ocr_only else search.url)
     policy = LoopbackServer(policy_app(backend, "rule-based")).start()
     examples = [e for e in load_dataset(dataset) if not args.only or args.only in e.query]
     totals = {"em": 0.0, "contains": 0.0, "f1": 0.0, "page": 0.0}

@@ -288,3 +288,55 @@ def test_unseen_page_says_not_found_for_what_it_does_not_say(reader):
                 _image_msg(_deck_page().resize((w, h)), "Search result.")]
     reply = reader.chat.completions.create(model="rule-based", messages=messages, temperature=0)
     assert "<bbox>" not in reply.choices[0].message.content  # nothing to zoom into: it searches again
+
+
+# ---- real PDF layouts (the ingestion's extractor on a reportlab PDF built like a report) ------------------------
+
+@pytest.fixture(scope="module")
+def report_layouts(tmp_path_factory):
+    import pymupdf
+
+    from search_engine.layout_extraction import pdf_document_layouts
+    from testkit.structured_pdf import build_structured_pdf
+
+    pdf = build_structured_pdf(tmp_path_factory.mktemp("pdf") / "harbour.pdf")
+    with pymupdf.open(pdf.path) as doc:
+        sizes = [(int(page.rect.width * 2), int(page.rect.height * 2)) for page in doc]
+    return pdf, pdf_document_layouts(str(pdf.path), [f"harbour_{i + 1}" for i in range(len(sizes))], sizes)
+
+
+@pytest.mark.parametrize(("page", "question", "answer"), [
+    ("fact_page", "Who commissioned the new tide gauge at the north pier?", "Marta Quillfeather"),  # 1 of 6 topics
+    ("fact_page", "When was the tide gauge commissioned?", "October"),
+    ("table_page", "How many vessels called at the ferry terminal?", "1,204"),  # a ruled table's cell
+    ("table_page", "How much cargo did the container yard handle?", "4,210"),
+    ("table_page", "Which terminal has the most berths?", "Container yard"),
+    ("table_page", "What is the pilotage fee?", None),  # not on the page: nothing, not a fragment
+    ("figure_page", "What does Figure 1 show?", "Monthly cruise calls in the first quarter and April"),
+    # the chart's bar labels and axis ticks come without positions: no pairing is guessed
+    ("figure_page", "In which month were cruise calls highest?", None),
+])
+def test_reads_real_pdf_layouts(report_layouts, page, question, answer):
+    pdf, layouts = report_layouts
+    reading = Reader(None).read(question, layouts[getattr(pdf, page) - 1])
+    assert (reading.answer if reading else None) == answer, reading
+
+
+def test_layouts_from_the_search_server(text_search_server):
+    """With the search server's URL the stand-in reads the layout stored at ingestion (the PDF's text layer):
+    the small table whose print OCR garbles at the size the agent shows it reads exactly, with no OCR."""
+    from vrag_rl import VRAG
+
+    backend = RuleBasedBackend(search_url=text_search_server.url)
+    server = LoopbackServer(create_app(backend, "rule-based")).start()
+    try:
+        with VRAG(base_url=server.url + "/v1", search_url=text_search_server.url) as agent:
+            result = agent.run("What satisfaction score did the Riverside district get?")
+    finally:
+        server.stop()
+    assert result.status == "answered" and result.answer == "7.4", result.answer
+    thoughts = [e.text for e in result.events if e.type == "think"]
+    assert any("The table reads" in t for t in thoughts), thoughts
+    layout = backend.layouts.fetch("metro_travel_survey_2024_4")
+    assert layout is not None and layout.source == "pdf" and any(r.kind == "table" for r in layout.regions)
+    assert backend.layouts.fetch("no_such_page_1") is None  # a failed fetch is logged and read by OCR instead

@@ -28,8 +28,13 @@ def label_lines(region: Region) -> list[str]:
     return [part.strip() for line in region.text.split("\n") for part in line.split(" | ") if part.strip()]
 
 
+def _numbers(text: str) -> list:
+    """The numbers printed in a label (a month name is a label, not a value)."""
+    return [v for v in values_in(text) if not v.is_date]
+
+
 def _value_only(text: str) -> bool:
-    values = values_in(text)
+    values = _numbers(text)
     return len(values) == 1 and not re.sub(re.escape(values[0].text), "", text).strip(" :|-–()")
 
 
@@ -48,9 +53,9 @@ def label_values(region: Region) -> list[LabelValue]:
             pairs.append(LabelValue(label, value.text, number_of(value.text)))
     if len(pairs) >= 2:
         return pairs
-    labels = [line for line in lines if not values_in(line) and re.search(r"[^\W\d_]", line)]
+    labels = [line for line in lines if not _numbers(line) and re.search(r"[^\W\d_]", line)]
     numbers = [line for line in lines if _value_only(line)]
-    if len(labels) >= 2 and len(numbers) >= len(labels):
-        numbers = numbers[-len(labels):]  # axis ticks come first; the bar labels are the last run
+    if len(labels) >= 2 and len(numbers) == len(labels):  # one value per label, or no pairing at all: the
+        # figure's text carries no positions, so axis ticks mixed with bar labels cannot be told apart
         return [LabelValue(label, value, number_of(value)) for label, value in zip(labels, numbers)]
     return pairs

@@ -16,7 +16,7 @@ from vrag_rl.reader.values import Value
 _QUANTITY_PHRASE = re.compile(r"\bhow (many|much|long|far|old|big|large|high|tall|fast|heavy|often|wide|deep)\b|"
                               r"多少|几[个项家次年天人种台倍]|多大|多高|多长|多远|多重|比例|占比|百分之|数量|规模")
 QUANTITY_NOUNS = frozenset(
-    "amount average budget capacity cost count debt dividend earnings figure fee growth height income length level "
+    "amount average budget capacity cost count debt dividend earnings fee growth height income length level "
     "margin number output pay percent percentage population power price profit proportion rate ratio rent revenue "
     "salary sales score share size speed spending sum tax temperature total turnover value volume wage weight "
     "width yield dose duration frequency".split()

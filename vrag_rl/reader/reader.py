@@ -229,6 +229,8 @@ def _text(region: Region, question: str, form: QuestionForm, context: str, kind:
     around = f"{context} {region.caption}"
     for sentence in spans.sentences_of(region.text):
         answer, fit = spans.answer_span(sentence.text, question, form, ignore)
+        if form.superlative and not form.wants_value:  # "which is highest": only a sentence that says so
+            fit = fit if (_SUPER_MAX if form.superlative > 0 else _SUPER_MIN).search(sentence.text) else 0
         bonus = 0.1 if fit == 2 else -0.1 if form.entity and answer == sentence.text else 0.0
         out.append(_Candidate(answer, sentence.text, _band(region, sentence), region.region_id, kind,
                               sentence.text, terms_of(f"{sentence.text} {around}"), terms_of(sentence.text),

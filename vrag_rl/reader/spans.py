@@ -124,7 +124,9 @@ def names_in(text: str, question: str) -> list[tuple[int, str]]:
         if not words:
             continue
         if match.start() == 0 or text[:match.start()].rstrip()[-1:] in ".:;!?":
-            if len(words) == 1 and words[0] in STOPWORDS:
+            # a sentence's first word is capitalised anyway: alone, it is a name only when it says so
+            # itself (an inner capital or digit: "RouteFinder", "3M")
+            if len(words) == 1 and (words[0] in STOPWORDS or not re.search(r".[A-Z0-9]", name)):
                 continue
             if words[0] in STOPWORDS:  # "The Kestrel Ridge plant": the name starts after the article
                 name = name.split(None, 1)[1] if " " in name else ""
