@@ -64,8 +64,7 @@ def _encode_parts(source: TokenStore, directory: Path, codec: ResidualCodec, blo
 
 def _finish(directory: Path, codec: ResidualCodec, parts: list[dict], params: FastParams, extra: dict) -> None:
     store = _store(directory, codec, parts)
-    codes = np.concatenate([np.load(part_paths(directory / PARTS_DIR, p["name"])[0]) for p in parts])
-    ivf = InvertedFile.build(codes, store.counts, codec.codebook.num_centroids)
+    ivf = InvertedFile.build(store.all_codes(), store.counts, codec.codebook.num_centroids)
     ivf.save(directory)
     atomic_write_json(directory / FAST_META, {
         "format": FAST_FORMAT, "num_pages": store.num_pages, "num_tokens": store.num_tokens,

@@ -167,6 +167,12 @@ class CompressedTokenStore(TokenStore):
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out, counts
 
+    def all_codes(self) -> np.ndarray:
+        """Centroid ids of every token, in page order (to rebuild the inverted file)."""
+        if not self._parts:
+            return np.zeros(0, np.uint16)
+        return np.concatenate([np.load(part.codes_path) for part in self._parts])
+
     def gather(self, page_rows: Sequence[int] | np.ndarray, dtype=np.float16) -> Gathered:
         rows = np.asarray(page_rows, np.int64)
         uniq, inverse = np.unique(rows, return_inverse=True)

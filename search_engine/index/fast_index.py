@@ -152,8 +152,7 @@ def _compressed_store(index_dir: Path, codec_id: str, codec: ResidualCodec, segm
 
 
 def _ivf_of_parts(store: CompressedTokenStore, num_centroids: int) -> InvertedFile:
-    codes = np.concatenate([np.load(p.codes_path) for p in store._parts]) if store._parts else np.zeros(0, np.uint16)
-    return InvertedFile.build(codes, store.counts, num_centroids)
+    return InvertedFile.build(store.all_codes(), store.counts, num_centroids)
 
 
 def build_compressed_fast_index(index_dir: str | Path, codec: str = "pq32", num_centroids: int | None = None,

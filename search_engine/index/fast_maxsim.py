@@ -275,7 +275,9 @@ class FastMaxSim:
                      candidates: int | None = None, exact_rows: np.ndarray | None = None) -> dict:
         """Recall@k of this fast path against exact MaxSim on `queries` (exact computed if not given)."""
         if exact_rows is None:
-            _, exact_rows = exact_topk_streaming(self.store, list(queries), k=k)
+            if self.compressed and self.exact_store is None:
+                raise ValueError("recall_check over a compressed store needs exact_rows or an exact store")
+            _, exact_rows = exact_topk_streaming(self.exact_store or self.store, list(queries), k=k)
             if self.deleted.any():
                 raise ValueError("recall_check over a store with tombstones needs exact_rows from the live pages")
         started = time.perf_counter()
