@@ -22,7 +22,7 @@ from PIL import Image
 
 from search_engine.client import SearchClient, SearchError, SearchResultPage
 from vimrag.config import VimRAGConfig
-from vimrag.context import conversation_stats, item_views, provenance
+from vimrag.context import as_box, conversation_stats, item_views, provenance
 from vimrag.events import (
     AgentEvent,
     ContextEvent,
@@ -172,12 +172,12 @@ class VimEpisode(EpisodeEngine):
             candidate.frame_boxes, candidate.frame_times = boxes, times
             per_frame = max(cfg.min_pixels, cfg.observation_video_pixels // len(boxes))
             for stamp, box in zip(times, boxes):
-                image, key = self.pages.view(candidate.page_key, page, tuple(box), cfg.resize_factor,
+                image, key = self.pages.view(candidate.page_key, page, as_box(box), cfg.resize_factor,
                                              cfg.min_pixels, per_frame)
                 candidate.shown.append(_ref(f"{label}@{stamp:g}s", hit, page, box, image, key))
         else:
             box = [0, 0, page.width, page.height]
-            image, key = self.pages.view(candidate.page_key, page, tuple(box), cfg.resize_factor, cfg.min_pixels,
+            image, key = self.pages.view(candidate.page_key, page, as_box(box), cfg.resize_factor, cfg.min_pixels,
                                          cfg.observation_max_pixels)
             candidate.shown.append(_ref(label, hit, page, box, image, key))
         self.memory.candidates[label] = candidate
@@ -202,7 +202,7 @@ class VimEpisode(EpisodeEngine):
                 thumbs.append(ImageRef(image_id=f"{item.label}{' ' + caption if caption else ''}",
                                        page_id=item.ref_id, image_path=item.image_url,
                                        page_size=(page.width, page.height),
-                                       page_box=tuple(item.region or (0, 0, page.width, page.height)),
+                                       page_box=as_box(item.region or [0, 0, page.width, page.height]),
                                        shown_size=image.size, is_crop=item.kind == "crop", image=image,
                                        cache_key=view_key))
         return MemorizeEvent(turn=turn, node_ids=targets, summary=summary, thumbnails=thumbs, graph=self.graph.export(),
@@ -219,9 +219,8 @@ class VimEpisode(EpisodeEngine):
 
 def _ref(image_id: str, hit: SearchResultPage, page: Image.Image, box: list[int], image: Image.Image,
          key: str) -> ImageRef:
-    x1, y1, x2, y2 = box
     return ImageRef(image_id=image_id, page_id=hit.page_id, image_path=hit.image_path or hit.image_url,
-                    page_size=(page.width, page.height), page_box=(x1, y1, x2, y2), shown_size=image.size,
+                    page_size=(page.width, page.height), page_box=as_box(box), shown_size=image.size,
                     is_crop=box != [0, 0, page.width, page.height], image=image, cache_key=key)
 
 
@@ -232,11 +231,16 @@ def _observation_parts(candidate: Candidate) -> list[dict[str, Any]]:
                 f"to {meta.get('end_s', 0):g}s")
         parts = [text_part(head)]
         for stamp, ref in zip(candidate.frame_times, candidate.shown):
-            parts += [text_part(f"<{stamp:g} seconds>"), image_part(ref.image, ref.image_id, ref.cache_key)]
+            parts += [text_part(f"<{stamp:g} seconds>"), _image_part(ref)]
         return parts
-    ref = candidate.shown[0]
     return [text_part(f"{candidate.label}: document {hit.doc_id}, page {hit.page_number} ({hit.page_id})"),
-            image_part(ref.image, ref.image_id, ref.cache_key)]
+            _image_part(candidate.shown[0])]
+
+
+def _image_part(ref: ImageRef) -> dict[str, Any]:
+    if ref.image is None:
+        raise ValueError(f"{ref.image_id} has no pixels to show")
+    return image_part(ref.image, ref.image_id, ref.cache_key or ref.image_id)
 
 
 # ---- the public class ---------------------------------------------------------------------------------------

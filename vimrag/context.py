@@ -20,6 +20,7 @@ from PIL import Image
 from vimrag.energy import Allocation, EnergyConfig, allocate_pixels
 from vimrag.graph import MemoryGraph, MemoryItem
 from vimrag.prompts import VimPrompts
+from vrag_rl.agent.events import Box
 from vrag_rl.agent.page_images import PageImageStore
 from vrag_rl.agent.policy import Message, image_part, text_part
 
@@ -74,6 +75,12 @@ def provenance(item: MemoryItem) -> str:
     return where
 
 
+def as_box(values: list[int] | list[float]) -> Box:
+    """A region [x1, y1, x2, y2] (JSON lists) as the (x1, y1, x2, y2) int tuple images are cut with."""
+    x1, y1, x2, y2 = (int(v) for v in values)
+    return (x1, y1, x2, y2)
+
+
 def item_views(item: MemoryItem, page_key: str, page: Image.Image, store: PageImageStore, factor: int,
                pixels_per_frame: int, min_pixels: int) -> list[tuple[str | None, Image.Image, str]]:
     """(caption, image, cache key) per image of an item at about `pixels_per_frame` pixels each.
@@ -89,7 +96,7 @@ def item_views(item: MemoryItem, page_key: str, page: Image.Image, store: PageIm
     views = []
     for caption, box in zip(captions, boxes):
         lo = _lower_bound(box, factor, min_pixels, pixels_per_frame)
-        image, key = store.view(page_key, page, tuple(box), factor, lo, pixels_per_frame)
+        image, key = store.view(page_key, page, as_box(box), factor, lo, pixels_per_frame)
         views.append((caption, image, key))
     return views
 
