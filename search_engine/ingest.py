@@ -126,6 +126,7 @@ class Ingestor:
         self.index_dir = Path(index_dir)
         self.video = video  # videos: segment length, fps, frame cap (None: VideoOptions() defaults)
         self._running: frozenset[str] = frozenset()  # the current PDF's running headers/footers
+        self._title = ""  # the current PDF's title (prefixed to its regions' search text)
         self.dpi, self.max_side, self.ocr = dpi, max_side, ocr
         if ocr:  # a language pack that is not installed fails here, before any page is rendered
             from search_engine.text_extraction import resolve_ocr_lang
@@ -235,8 +236,7 @@ class Ingestor:
         for entry in tqdm(todo, unit="doc", desc="upgrade", disable=not self.progress or not todo):
             source = Path(entry.source_path)
             same_source = entry.kind == "pdf" and source.is_file() and file_sha1(source) == entry.sha1
-            if same_source:
-                self._running = _running_texts(source)
+            self._running, self._title = _document_context(source) if same_source else (frozenset(), "")
             layouts = []
             with _open_pdf(source if same_source else None) as pdf:
                 for page_id in entry.page_ids:
@@ -252,13 +252,13 @@ class Ingestor:
                         layout = empty_layout(page_id, size)
                     layouts.append(layout)
             if embedders.get("text") is not None:
-                arrays = _region_arrays(embedders["text"], layouts)
+                arrays = _region_arrays(embedders["text"], layouts, self._title)
                 rel = Path("segments") / REGION_CHANNEL / f"{entry.doc_id}.{entry.sha1[:12]}.npy"
                 atomic_save_npy(self.index_dir / rel, arrays[f"{REGION_CHANNEL}_vectors"])
                 entry.segments[REGION_CHANNEL] = {"file": rel.as_posix(),
                                                   "counts": arrays[f"{REGION_CHANNEL}_counts"].astype(int).tolist()}
             entry.segments["layout"] = self._write_layouts(entry.doc_id, entry.sha1,
-                                                           [layout.to_dict() for layout in layouts])
+                                                           [layout.to_dict() for layout in layouts], self._title)
             manifest.save(self.index_dir)  # this document switches to its layouts in one atomic write
             upgraded += 1
         if manifest.version < FORMAT_VERSION:
@@ -417,10 +417,11 @@ class Ingestor:
         self._notify(doc_id=doc_id, source=source, page=num_pages, num_pages=num_pages, stage="done")
 
     def _pdf_texts(self, path: Path) -> list[str] | None:
-        self._running = frozenset()
+        self._running, self._title = frozenset(), ""
         if path.suffix.lower() != ".pdf":
             return None
-        self._running = _running_texts(path)  # running headers/footers, found over the whole document
+        # running headers/footers and the title, found over the whole document
+        self._running, self._title = _document_context(path)
         if self._embedders.get("text") is None:
             return None
         from search_engine.text_extraction import pdf_page_texts
@@ -474,7 +475,7 @@ class Ingestor:
             vectors = embedders["text"].embed_texts([r.text or " " for r in records])
             arrays["text_vectors"] = np.concatenate(vectors).astype(np.float32)
             arrays["text_counts"] = np.asarray([v.shape[0] for v in vectors], np.int64)
-            arrays.update(_region_arrays(embedders["text"], layouts))
+            arrays.update(_region_arrays(embedders["text"], layouts, self._title))
         arrays["records"] = np.frombuffer(json.dumps([r.to_dict() for r in records]).encode(), dtype=np.uint8)
         arrays["layouts"] = _json_bytes([layout.to_dict() for layout in layouts])
         atomic_save_npz(chunk_file, **arrays)
@@ -501,17 +502,18 @@ class Ingestor:
             rel = Path("segments") / channel / f"{doc_id}.{sha1[:12]}.npy"
             atomic_save_npy(self.index_dir / rel, np.concatenate(vectors))
             segments[channel] = {"file": rel.as_posix(), "counts": np.concatenate(counts).astype(int).tolist()}
-        segments["layout"] = self._write_layouts(doc_id, sha1, layouts)
+        segments["layout"] = self._write_layouts(doc_id, sha1, layouts, self._title)
         kind = "pdf" if path.suffix.lower() == ".pdf" else ("video" if is_video(path) else "image")
         entry = DocumentEntry(doc_id=doc_id, source_path=str(path.resolve()), sha1=sha1, num_pages=len(pages),
                               kind=kind, page_ids=[p.page_id for p in pages], segments=segments)
         return entry, pages
 
-    def _write_layouts(self, doc_id: str, sha1: str, layouts: list[dict[str, Any]]) -> dict[str, Any]:
-        """The document's page layouts as one JSON line per page (atomic, like the segments)."""
+    def _write_layouts(self, doc_id: str, sha1: str, layouts: list[dict[str, Any]], title: str) -> dict[str, Any]:
+        """The document's page layouts as one JSON line per page (atomic, like the segments); `title` is
+        what its regions' search text starts with (`layout_extraction.region_search_texts`)."""
         rel = Path(LAYOUT_DIR) / f"{doc_id}.{sha1[:12]}.jsonl"
         atomic_write_bytes(self.index_dir / rel, b"".join(_json_bytes(layout).tobytes() + b"\n" for layout in layouts))
-        return {"file": rel.as_posix(), "version": LAYOUT_FORMAT_VERSION, "pages": len(layouts)}
+        return {"file": rel.as_posix(), "version": LAYOUT_FORMAT_VERSION, "pages": len(layouts), "title": title}
 
     def _delete_files(self, entry: DocumentEntry) -> None:
         for seg in entry.segments.values():
@@ -557,15 +559,16 @@ def _has_layouts(chunk_file: Path) -> bool:
         return False
 
 
-def _running_texts(path: Path) -> frozenset[str]:
-    from search_engine.layout_extraction import running_texts
+def _document_context(path: Path) -> tuple[frozenset[str], str]:
+    """A PDF's running headers/footers and its title (see search_engine.layout_extraction)."""
+    from search_engine.layout_extraction import document_title, running_texts
 
     try:
         with _open_pdf(path) as pdf:
-            return running_texts(pdf) if pdf is not None else frozenset()
+            return (running_texts(pdf), document_title(pdf)) if pdf is not None else (frozenset(), "")
     except Exception as exc:  # noqa: BLE001 - the text layer's reader reports a broken file itself
-        log.warning("%s: running headers not read (%s)", path.name, exc)
-        return frozenset()
+        log.warning("%s: running headers and title not read (%s)", path.name, exc)
+        return frozenset(), ""
 
 
 @contextlib.contextmanager
@@ -596,7 +599,7 @@ def _page_layout(pdf: Any, page_number: int, page_id: str, size: tuple[int, int]
     return empty_layout(page_id, size)
 
 
-def _region_arrays(embedder: Embedder, layouts: list[PageLayout]) -> dict[str, np.ndarray]:
+def _region_arrays(embedder: Embedder, layouts: list[PageLayout], title: str = "") -> dict[str, np.ndarray]:
     """Region vectors of the text channel: one row per region of every page, in layout order (running
     headers and regions without text get a blank row, masked at search), and the rows per page."""
     from search_engine.layout_extraction import region_search_texts
@@ -604,7 +607,7 @@ def _region_arrays(embedder: Embedder, layouts: list[PageLayout]) -> dict[str, n
     texts: list[str] = []
     counts = []
     for layout in layouts:
-        region_texts = region_search_texts(layout)
+        region_texts = region_search_texts(layout, title)
         texts.extend(region_texts)
         counts.append(len(region_texts))
     dim = embedder.spec.dim

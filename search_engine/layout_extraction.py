@@ -639,6 +639,28 @@ def running_texts(doc: pymupdf.Document, band: float = RUNNING_BAND) -> frozense
     return frozenset(key for key, count in seen.items() if count >= 2 and key.strip("# "))
 
 
+def document_title(doc: pymupdf.Document, max_words: int = 25) -> str:
+    """The document's title: the text set in the largest font on its first page (what a reader takes for
+    the title), else the PDF's metadata title; "" when neither says anything."""
+    import pymupdf
+
+    best_size, best = 0.0, []  # the spans of the largest size, from the first block that has it
+    if doc.page_count:
+        flags = pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES
+        for block in doc[0].get_text("dict", flags=flags)["blocks"]:
+            spans = [s for line in block.get("lines", []) for s in line["spans"] if s["text"].strip()]
+            if not spans:
+                continue
+            size = max(round(s["size"], 1) for s in spans)
+            if size > best_size:
+                best_size, best = size, [s["text"].strip() for s in spans if round(s["size"], 1) == size]
+    title = re.sub(r"\s+", " ", " ".join(best)).strip()
+    if title and len(title.split()) <= max_words and any(c.isalpha() for c in title):
+        return title
+    meta = re.sub(r"\s+", " ", (doc.metadata or {}).get("title") or "").strip()
+    return meta if 2 <= len(meta.split()) <= max_words else ""
+
+
 def pdf_page_layout(page: pymupdf.Page, page_id: str, image_size: tuple[int, int],
                     running: frozenset[str] = frozenset()) -> PageLayout:
     """The page's regions from its text layer (see the module doc), boxes in pixels of an image of the page
@@ -724,11 +746,13 @@ def ocr_page_layout(image: Image.Image, page_id: str, lang: str | None = None) -
 SEARCHED_KINDS = frozenset({"text", "list", "table", "figure", "caption"})
 
 
-def region_search_texts(layout: PageLayout) -> list[str]:
-    """Per region (in `layout.regions` order) the text the search channels score it by: the section
-    heading above it, its caption and its text — a paragraph alone often lacks the subject its heading
-    names. "" for headings (carried by the regions under them) and running headers/footers, which say
-    nothing about the page."""
+def region_search_texts(layout: PageLayout, title: str = "") -> list[str]:
+    """Per region (in `layout.regions` order) the text the search channels score it by: the document's
+    title, the section heading above it, its caption and its text — a paragraph alone often lacks the
+    subject its heading and its document name (DPR prepends a passage's article title for the same
+    reason). With the title on every region, a question naming the document ("... in the MNRAS guide")
+    matches all its pages alike instead of favouring its title page. "" for headings (carried by the
+    regions under them) and running headers/footers, which say nothing about the page."""
     heading = ""
     texts = []
     for region in layout.regions:
@@ -739,7 +763,8 @@ def region_search_texts(layout: PageLayout) -> list[str]:
         if region.kind not in SEARCHED_KINDS or not (region.text.strip() or region.caption.strip()):
             texts.append("")
             continue
-        parts = [heading, region.caption, region.text.replace("\n", " ; ") if region.kind != "text" else region.text]
+        parts = [title, heading, region.caption,
+                 region.text.replace("\n", " ; ") if region.kind != "text" else region.text]
         texts.append(" ".join(p for p in parts if p).strip())
     return texts
 

@@ -96,7 +96,7 @@ class RegionIndex:
                 row = page_index.get(layout["page_id"])
                 count = len(layout.get("regions", []))
                 if row is not None:
-                    texts = region_search_texts(PageLayout.from_dict(layout))
+                    texts = region_search_texts(PageLayout.from_dict(layout), seg.get("title", ""))
                     per_page[row] = (layout["regions"], texts)
                     if rows is not None:
                         vectors[row] = np.asarray(rows[offset:offset + count], np.float32)

@@ -192,7 +192,12 @@ def test_documents_record_their_kind_and_skipped_files_are_named(tmp_path, caplo
     documents = Manifest.load(index).documents
     assert {doc_id: entry.kind for doc_id, entry in documents.items()} == {"memo": "pdf", "scan": "image"}
     for entry in documents.values():  # per channel: one count per page, adding up to the segment's rows
-        for segment in entry.segments.values():
+        assert set(entry.segments) == {"text", "text_regions", "layout"}
+        for name, segment in entry.segments.items():
+            if name == "layout":  # one page layout (JSON) per line, one line per page
+                lines = (index / segment["file"]).read_text(encoding="utf-8").splitlines()
+                assert len(lines) == segment["pages"] == entry.num_pages, segment
+                continue
             rows = np.load(index / segment["file"]).shape[0]
             assert len(segment["counts"]) == entry.num_pages and sum(segment["counts"]) == rows, segment
 
