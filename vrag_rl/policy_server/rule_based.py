@@ -35,7 +35,7 @@ from vrag_rl.reader.geometry import crop_box_of, map_layout
 from vrag_rl.reader.layouts import PageLayouts
 from vrag_rl.reader.question import question_form
 from vrag_rl.reader.relevance import terms_of
-from vrag_rl.reader.spans import answer_span
+from vrag_rl.reader.spans import anchor_term, answer_span
 from vrag_rl.reader.terms import search_terms
 
 DESCRIPTION = "rule-based stand-in (OCR + MiniLM extractive reader), not a VLM"
@@ -93,22 +93,26 @@ def views_of(messages: Sequence[ChatMessage]) -> list[View]:
 
 def sharpen(reading: Reading, crop: PageLayout, question: str) -> Reading:
     """The page reading re-read in the zoomed crop's own OCR: the crop line that carries the same labels
-    as the evidence (the row's and column's words, without the value) gives the value as the sharper
-    image prints it ("Riverside 7a" on the page, "Riverside 7.4" zoomed). Unchanged when no crop line
-    carries those labels with a value of the kind asked."""
+    as the evidence (the row's and column's words, without the value; first the one with the label the
+    value was printed beside) gives the value as the sharper image prints it ("Riverside 7a" on the page,
+    "Riverside 7.4" zoomed). Unchanged when no crop line carries those labels with a value of the kind asked."""
     form = question_form(question)
     if not form.wants_value:
         return reading
     labels = terms_of(reading.evidence.replace(reading.answer, " ")) - {t for t in terms_of(reading.answer)}
-    best: tuple[int, str, str] | None = None
+    anchor = anchor_term(reading.evidence, reading.answer, question)
+    others = frozenset(terms_of(question) - {anchor})
+    best: tuple[tuple[bool, int], str, str] | None = None
     for region in crop.regions:
         for line in region.text.split("\n"):
-            shared = len(labels & terms_of(line))
+            found = terms_of(line)
+            shared = len(labels & found)
             if not shared:
                 continue
-            answer, fit = answer_span(line, question, form)
-            if fit and answer != line and (best is None or shared > best[0]):
-                best = (shared, line, answer)
+            answer, fit = answer_span(line, question, form, ignore=others)  # the value beside the anchor
+            key = (anchor in found, shared)  # the line with the label printed beside the value first
+            if fit and answer != line and (best is None or key > best[0]):
+                best = (key, line, answer)
     if best is None or best[2] == reading.answer:
         return reading
     return replace(reading, answer=best[2], evidence=best[1], legible=True)

@@ -105,6 +105,21 @@ def _nearest(text: str, spans: list[tuple[int, str]], question: str, ignore: fro
     return min(spans, key=distance)[1]
 
 
+def anchor_term(text: str, answer: str, question: str) -> str | None:
+    """The question's term printed nearest `answer` in `text` (the row label a value was read beside:
+    "Bicycle" in "Car 25% Bicycle 12%"), None when the answer or no term is printed there."""
+    at = text.find(answer)
+    if at < 0:
+        return None
+    best: tuple[int, str] | None = None
+    for term in content_terms(question):
+        for start, end in _term_spans(text, term):
+            gap = max(0, at - end, start - (at + len(answer)))
+            if best is None or gap < best[0]:
+                best = (gap, term)
+    return best[1] if best else None
+
+
 def wanted_values(text: str, question: str, form: QuestionForm) -> tuple[list[Value], bool]:
     """Values in `text` of the kind the question asks for, without the ones it names itself, and
     whether they are exactly that kind (a "$" for a money question) or only compatible with it."""
