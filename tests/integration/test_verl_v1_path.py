@@ -49,9 +49,11 @@ def transfer_queue():
     import transfer_queue as tq
     from omegaconf import OmegaConf
 
+    if ray.is_initialized() and ray.cluster_resources().get("CPU", 0) < 3:
+        ray.shutdown()  # a Ray left by another test is too small for TransferQueue's three actors
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=4, include_dashboard=False, logging_level="ERROR")
+        ray.init(num_cpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))
     yield tq
     tq.close()
