@@ -290,6 +290,13 @@ class SearchEngine:
         regions = state.regions
         region_scores = region_scores or {}
         region_mask = regions.region_mask(valid) if regions is not None and region_scores else None
+        # A page with no searchable region (no layout, a video frame, a blank OCR) is its own single region
+        # in the region view: without this it would get only half its channel's vote and sink below pages
+        # that have regions, whatever it says.
+        regionless = None
+        if region_mask is not None:
+            regionless = np.ones(num_pages, bool)
+            regionless[regions.page_row[region_mask]] = False
         for qi in range(num_queries):
             rankings: dict[str, np.ndarray] = {}
             channel_rank: dict[str, dict[int, int]] = {}
@@ -304,6 +311,7 @@ class SearchEngine:
                 if name in region_scores and region_mask is not None:
                     region_row = region_scores[name][qi]
                     best = regions.best_per_page(region_row, region_mask, num_pages)
+                    best[regionless] = row[regionless]
                     has_region = np.isfinite(best) & (best > 0 if name == "bm25" else True)
                     if np.any(has_region & valid):
                         region_order = ranks_from_scores(best, valid & has_region, depth)
