@@ -10,7 +10,8 @@ server's RSS at the end of the round and after `--idle` seconds of quiet.
 
     python scripts/soak_search.py                       # 5 rounds x 64 clients x 60 s, sample text index
     python scripts/soak_search.py --index DIR --rounds 3 --seconds 20
-    python scripts/soak_search.py --server-env MALLOC_ARENA_MAX=  # compare with glibc's default arenas
+    python scripts/soak_search.py --server-env VRAG_MALLOC_TUNING=0   # without the allocator setting
+    python scripts/soak_search.py --requests 100 --seconds 600        # equal work per round on a busy machine
 
 The last line compares the final RSS with round 1's (issue 21 asks for ≤ 15% growth). Nothing here
 is a test: it prints numbers for docs and notes.
@@ -65,9 +66,10 @@ def random_query(rng: random.Random) -> str:
 
 
 async def client_loop(session: aiohttp.ClientSession, url: str, deadline: float, seed: int, doc_ids: list[str],
-                      page_ids: list[str], counts: dict[str, int]) -> None:
+                      page_ids: list[str], counts: dict[str, int], max_requests: int) -> None:
     rng = random.Random(seed)
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and (not max_requests or counts["sent"] < max_requests):
+        counts["sent"] += 1
         kind = rng.random()
         try:
             if kind < 0.8:
@@ -90,15 +92,16 @@ async def client_loop(session: aiohttp.ClientSession, url: str, deadline: float,
 
 
 async def run_round(url: str, clients: int, seconds: float, seed: int, doc_ids: list[str],
-                    page_ids: list[str]) -> dict[str, int]:
+                    page_ids: list[str], max_requests: int = 0) -> dict[str, int]:
     import collections
 
     counts: dict[str, int] = collections.Counter()
     connector = aiohttp.TCPConnector(limit=clients)
-    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as session:
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=600)) as session:
         deadline = time.monotonic() + seconds
-        await asyncio.gather(*(client_loop(session, url, deadline, seed * 1000 + i, doc_ids, page_ids, counts)
-                               for i in range(clients)))
+        await asyncio.gather(*(client_loop(session, url, deadline, seed * 1000 + i, doc_ids, page_ids, counts,
+                                           max_requests) for i in range(clients)))
+    counts.pop("sent", None)
     return dict(counts)
 
 
@@ -129,6 +132,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--requests", type=int, default=0,
+                        help="end a round after this many requests (0: only --seconds); equal work per round "
+                             "when the machine is too busy for time-based rounds to compare")
     parser.add_argument("--idle", type=float, default=10.0, help="quiet seconds after each round before the RSS")
     parser.add_argument("--port", type=int, default=18722)
     parser.add_argument("--seed", type=int, default=7)
@@ -159,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
         for round_no in range(1, args.rounds + 1):
             started = time.monotonic()
             counts = asyncio.run(run_round(url, args.clients, args.seconds, args.seed + round_no, doc_ids,
-                                           page_ids))
+                                           page_ids, args.requests))
             elapsed = time.monotonic() - started
             busy = rss_mib(server)
             time.sleep(args.idle)
