@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -121,8 +121,22 @@ def _region_dict(region: Any) -> dict[str, Any]:
     return {k: data.get(k) for k in ("region_id", "kind", "box", "snippet", "score")}
 
 
-def score_retrieval(result: QuestionResult, hits: Sequence[Any]) -> None:
-    """Fill the retrieval fields of `result` from the engine's hits (SearchHit-like: page_id, regions)."""
+def score_retrieval(result: QuestionResult, hits: Sequence[Any],
+                    region_text: Callable[[str, Any], str] | None = None) -> None:
+    """Fill the retrieval fields of `result` from the engine's hits (SearchHit-like: page_id, regions).
+
+    `region_text(page_id, region_hit)` gives a region's whole text: a hit's snippet is cut short, and a
+    reader that zooms into the region sees all of it. Without it (or when it fails), the snippet counts.
+    """
+
+    def text_of(page_id: str, region: Any) -> str:
+        if region_text is not None:
+            try:
+                return region_text(page_id, region) or region.snippet
+            except (LookupError, OSError, ValueError):
+                pass
+        return region.snippet
+
     result.retrieved_page_ids = [h.page_id for h in hits]
     wanted = set(result.reference_page_ids)
     for rank, hit in enumerate(hits, start=1):
@@ -133,8 +147,9 @@ def score_retrieval(result: QuestionResult, hits: Sequence[Any]) -> None:
         result.regions_returned = bool(regions)
         if regions:
             result.best_region = _region_dict(regions[0])
-            result.best_region_holds = answer_in_text(regions[0].snippet, result.reference_answer)
-            result.any_region_holds = any(answer_in_text(r.snippet, result.reference_answer) for r in regions)
+            result.best_region_holds = answer_in_text(text_of(hit.page_id, regions[0]), result.reference_answer)
+            result.any_region_holds = any(answer_in_text(text_of(hit.page_id, r), result.reference_answer)
+                                          for r in regions)
         break
 
 
@@ -394,6 +409,29 @@ def run_end_to_end(examples: Sequence[Any], index: Path, work_dir: Path, *, poli
 # ------------------------------------------------------------------------------------------ driver
 
 
+def run_retrieval(index: Path, examples: Sequence[Any], results: Sequence[QuestionResult], top_k: int) -> float:
+    """Ask every question through `SearchEngine.batch_search` and score the hits; returns the seconds the
+    search took. The engine is local to this call, so its memory is freed before the servers start."""
+    from search_engine.engine import SearchEngine
+
+    engine = SearchEngine.load(index)
+    started = time.perf_counter()
+    all_hits = engine.batch_search([ex.query for ex in examples], top_k=top_k)
+    seconds = round(time.perf_counter() - started, 2)
+    layouts: dict[str, Any] = {}
+
+    def region_text(page_id: str, region: Any) -> str:
+        """The region's whole text and caption from the page's stored layout (cached per page)."""
+        if page_id not in layouts:
+            layouts[page_id] = engine.page_layout(page_id)
+        whole = layouts[page_id].region(region.region_id)
+        return " ".join(t for t in (whole.caption, whole.text) if t)
+
+    for result, hits in zip(results, all_hits):
+        score_retrieval(result, hits, region_text if hasattr(engine, "page_layout") else None)
+    return seconds
+
+
 def load_questions(path: Path) -> list[Any]:
     """The question file as the evaluation harness reads it (EvalExample: uid, query, reference answer
     and page ids; `content_type` / `language` land in `meta`)."""
@@ -513,16 +551,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.ingest_only:
             return _finish(report, args, questions, results=None)
 
-        from search_engine.engine import SearchEngine
-
         results = [new_result(ex) for ex in examples]
-        engine = SearchEngine.load(index)
-        started = time.perf_counter()
-        all_hits = engine.batch_search([ex.query for ex in examples], top_k=args.top_k)
-        report["retrieval_seconds"] = round(time.perf_counter() - started, 2)
-        for result, hits in zip(results, all_hits):
-            score_retrieval(result, hits)
-        del engine
+        report["retrieval_seconds"] = run_retrieval(index, examples, results, args.top_k)
 
         if not args.no_e2e:
             started = time.perf_counter()

@@ -70,6 +70,20 @@ def test_retrieval_rank_and_best_region_of_the_right_page(bench):
     bench.score_retrieval(missed, [hit("doc_1", regions)])
     assert missed.rank is None and missed.best_region_holds is None
 
+    # A snippet is cut short: the region's whole text (from the page layout) is what counts when given.
+    cut = _result(bench, "d", "table", page="doc_2", refs=("7.5",))
+    cut_regions = [RegionHit("r5", "table", (0, 0, 1, 1), "Size | Value | …", 0.9)]
+    bench.score_retrieval(cut, [hit("doc_2", cut_regions)])
+    assert cut.best_region_holds is False
+    bench.score_retrieval(cut, [hit("doc_2", cut_regions)], lambda page_id, region: "Size | Value ; six | 7.5")
+    assert cut.best_region_holds is True
+
+    def broken(page_id, region):
+        raise LookupError("no stored layout")
+
+    bench.score_retrieval(cut, [hit("doc_2", cut_regions)], broken)  # falls back to the snippet
+    assert cut.best_region_holds is False
+
     no_regions = _result(bench, "c", "text")
     bench.score_retrieval(no_regions, [hit("doc_1")])
     assert no_regions.rank == 1 and not no_regions.regions_returned and no_regions.best_region_holds is None
