@@ -117,7 +117,8 @@ class VRAGAgentLoop(AgentLoopBase):
         prompt_ids = list(trajectory.prompt_ids) or self._initial_prompt_ids(question)
         empty = not response_ids
         if empty:  # no model token: one masked filler token, so verl's conversion has a response to hold the reward
-            response_ids, mask, logprobs, images = [filler_token_id(self.processor.tokenizer)], [0], [0.0], []
+            # (images stay those of the prompt, which fit_response counted)
+            response_ids, mask, logprobs = [filler_token_id(self.processor.tokenizer)], [0], [0.0]
 
         extra_fields: dict[str, Any] = {
             **generate.fields.for_output(kwargs.get("global_steps")),
