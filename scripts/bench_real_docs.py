@@ -106,6 +106,7 @@ class QuestionResult:
     regions_returned: bool = False  # did the index return any region with the hit of the right page
     best_region_holds: bool | None = None  # None: the index returned no regions for that hit
     any_region_holds: bool | None = None
+    best_snippet_holds: bool | None = None  # the same check on the hit's (cut) snippet alone
     best_region: dict[str, Any] | None = None
     prediction: str | None = None
     status: str | None = None
@@ -148,6 +149,7 @@ def score_retrieval(result: QuestionResult, hits: Sequence[Any],
         if regions:
             result.best_region = _region_dict(regions[0])
             result.best_region_holds = answer_in_text(text_of(hit.page_id, regions[0]), result.reference_answer)
+            result.best_snippet_holds = answer_in_text(regions[0].snippet, result.reference_answer)
             result.any_region_holds = any(answer_in_text(text_of(hit.page_id, r), result.reference_answer)
                                           for r in regions)
         break
@@ -198,6 +200,7 @@ def _group_stats(rows: Sequence[QuestionResult]) -> dict[str, Any]:
         "recall@5": _mean(1.0 if r.rank is not None and r.rank <= 5 else 0.0 for r in with_pages),
         "region_best": region_score("best_region_holds"),
         "region_any": region_score("any_region_holds"),
+        "region_snippet": region_score("best_snippet_holds"),
         "agent_page": _mean(None if r.agent_saw_page is None else float(r.agent_saw_page) for r in answered)
         if answered else None,
         "contains": _mean(r.contains for r in answered) if answered else None,
@@ -212,7 +215,7 @@ def _group_stats(rows: Sequence[QuestionResult]) -> dict[str, Any]:
 def format_table(table: dict[str, dict[str, Any]], title: str = "content type") -> str:
     """A fixed-width text table of `summarize`'s output (percentages; n/a where not measured)."""
     columns = [("n", "n"), ("recall@1", "R@1"), ("recall@5", "R@5"), ("region_best", "region"),
-               ("region_any", "any-reg"), ("agent_page", "agent-pg"),
+               ("region_any", "any-reg"), ("region_snippet", "reg-snip"), ("agent_page", "agent-pg"),
                ("contains", "contains"), ("em", "EM"), ("not_found", "not-found"),
                ("wrong", "wrong"), ("errors", "errors")]
 

@@ -76,7 +76,7 @@ def test_retrieval_rank_and_best_region_of_the_right_page(bench):
     bench.score_retrieval(cut, [hit("doc_2", cut_regions)])
     assert cut.best_region_holds is False
     bench.score_retrieval(cut, [hit("doc_2", cut_regions)], lambda page_id, region: "Size | Value ; six | 7.5")
-    assert cut.best_region_holds is True
+    assert cut.best_region_holds is True and cut.best_snippet_holds is False
 
     def broken(page_id, region):
         raise LookupError("no stored layout")
