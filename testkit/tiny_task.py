@@ -99,17 +99,19 @@ def build_task_tokenizer(vocab_size: int = 700):
     return fast
 
 
-def build_task_model(path: str | Path, seed: int = 0, hidden_size: int = 96, layers: int = 2) -> Path:
+def build_task_model(path: str | Path, seed: int = 0, hidden_size: int = 96, layers: int = 2,
+                     tokenizer: Any = None) -> Path:
     """Save a small random Qwen2.5-VL with the task tokenizer (loadable by AutoModelForImageTextToText).
 
-    `hidden_size` must be a multiple of 32 (16-wide heads, 2 key/value heads).
+    `hidden_size` must be a multiple of 32 (16-wide heads, 2 key/value heads); `tokenizer` replaces the VRAG
+    task's (the VimRAG tiny task trains its own on its tool-call text: `testkit.tiny_vimrag_task`).
     """
     import torch
     from transformers import Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLProcessor
 
     path = Path(path)
     torch.manual_seed(seed)
-    tokenizer = build_task_tokenizer()
+    tokenizer = tokenizer if tokenizer is not None else build_task_tokenizer()
     config = qwen25vl_config(tokenizer)
     config.text_config.hidden_size = hidden_size
     config.text_config.intermediate_size = 2 * hidden_size

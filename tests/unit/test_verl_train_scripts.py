@@ -15,6 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = {  # script -> (config, default model, GPUs per node)
     "train_grpo_qwen2_5_vl_7b.sh": ("grpo_qwen2_5_vl_7b", "Qwen/Qwen2.5-VL-7B-Instruct", 8),
     "train_ggpo_qwen2_5_vl_7b.sh": ("ggpo_qwen2_5_vl_7b", "Qwen/Qwen2.5-VL-7B-Instruct", 8),
+    "train_ggpo_vimrag_qwen2_5_vl_7b.sh": ("ggpo_vimrag_qwen2_5_vl_7b", "Qwen/Qwen2.5-VL-7B-Instruct", 8),
     "train_grpo_qwen3_vl_8b.sh": ("grpo_qwen3_vl_8b", "Qwen/Qwen3-VL-8B-Instruct", 8),
     "train_ggpo_qwen3_vl_8b.sh": ("ggpo_qwen3_vl_8b", "Qwen/Qwen3-VL-8B-Instruct", 8),
     "train_grpo_qwen2_5_vl_3b_lora.sh": ("grpo_qwen2_5_vl_3b_lora_24gb", "Qwen/Qwen2.5-VL-3B-Instruct", 1),
@@ -72,8 +73,13 @@ def _check_dry_run(script: str, out: str, env: dict[str, str]) -> None:
     assert cfg["vrag"]["search"]["url"] == "http://10.1.2.3:8002"
     assert cfg["trainer"]["n_gpus_per_node"] == gpus and cfg["trainer"]["total_epochs"] == 3
     assert cfg["trainer"]["experiment_name"] == config_name and cfg["trainer"]["default_local_dir"] == env["CKPT_DIR"]
-    assert cfg["algorithm"]["adv_estimator"] == config_name.split("_")[0]
-    assert cfg["actor_rollout_ref"]["rollout"]["agent"]["default_agent_loop"] == "vrag_agent"
+    vimrag = "vimrag" in config_name  # one row per step: verl's grpo estimator (v1 trainer) for GRPO and GGPO
+    assert cfg["algorithm"]["adv_estimator"] == ("grpo" if vimrag else config_name.split("_")[0])
+    assert cfg["vrag"]["algorithm"] == config_name.split("_")[0]
+    assert cfg["actor_rollout_ref"]["rollout"]["agent"]["default_agent_loop"] == \
+        ("vimrag_agent" if vimrag else "vrag_agent")
+    if vimrag:
+        assert cfg["trainer"]["use_v1"] and cfg["vimrag"]["agent"]["max_steps"] >= 1
     assert cfg["reward"]["custom_reward_function"]["path"] == str(REPO / "vrag_rl" / "verl_plugins" / "reward.py")
     assert out.count("rows OK") == 2, script  # both parquet files were checked
     if multi_node:

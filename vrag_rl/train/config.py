@@ -70,6 +70,8 @@ class TrainConfig:
     agent: dict[str, Any] = field(default_factory=dict)  # AgentConfig fields
     prompts: dict[str, Any] = field(default_factory=dict)  # Prompts fields
     reward: dict[str, Any] = field(default_factory=dict)  # RewardConfig fields
+    agent_type: str = "vrag"  # "vrag" (Episode, AgentConfig) | "vimrag" (VimEpisode, VimRAGConfig; vimrag_trainer)
+    vimrag: dict[str, Any] = field(default_factory=dict)  # VimRAGTrainingSettings fields (agent_type vimrag only)
 
     def __post_init__(self) -> None:
         if isinstance(self.ggpo, dict):
@@ -83,6 +85,8 @@ class TrainConfig:
             self.lora = LoraConfig(**self.lora)
         if isinstance(self.sft, dict):
             self.sft = SFTConfig(**self.sft)
+        if self.agent_type not in ("vrag", "vimrag"):
+            raise ValueError(f"agent_type must be 'vrag' or 'vimrag', got {self.agent_type!r}")
         self.agent_config()  # validate early
         self.reward_config()
 
@@ -90,10 +94,19 @@ class TrainConfig:
         """The algorithm and GGPO settings, in the type the verl plugin uses too."""
         return AlgorithmSettings(self.algorithm, self.ggpo)
 
-    def agent_config(self) -> AgentConfig:
+    def agent_config(self) -> Any:
+        """`AgentConfig` for VRAG, `vimrag.config.VimRAGConfig` for VimRAG (`agent_type`)."""
+        if self.agent_type == "vimrag":
+            from vimrag.config import VimRAGConfig
+
+            return VimRAGConfig(**self.agent)
         return AgentConfig(**self.agent)
 
-    def prompts_config(self) -> Prompts:
+    def prompts_config(self) -> Any:
+        if self.agent_type == "vimrag":
+            from vimrag.prompts import VimPrompts
+
+            return VimPrompts(**self.prompts)
         return Prompts(**self.prompts)
 
     def reward_config(self) -> RewardConfig:

@@ -142,7 +142,9 @@ def plugin_settings(config: Any) -> PluginSettings:
 def _check_against_verl(root: dict[str, Any], settings: PluginSettings) -> None:
     """The settings that must agree with verl's own keys (a mismatch would fail mid-run, on GPUs)."""
     adv = (root.get("algorithm") or {}).get("adv_estimator")
-    if adv is not None and (adv == "ggpo") != (settings.algorithm == "ggpo"):
+    # a VimRAG config (`vimrag:` section) uses verl's own grpo estimator for both algorithms: under the v1
+    # trainer it normalises over trajectories, not step rows (checked in vimrag_agent_loop.vimrag_plugin_settings)
+    if adv is not None and "vimrag" not in root and (adv == "ggpo") != (settings.algorithm == "ggpo"):
         raise PluginSettingsError(f"vrag.algorithm={settings.algorithm!r} but algorithm.adv_estimator={adv!r}: "
                                   "GGPO needs both (the loop prunes the mask, the estimator reads it)")
     actor = ((root.get("actor_rollout_ref") or {}).get("actor") or {})

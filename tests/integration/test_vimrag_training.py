@@ -1,0 +1,178 @@
+"""VimRAG as a rollout environment for the local trainer, with the budgets held.
+
+Real: the demo's `VimEpisode` over the real search API (sample corpus, MiniLM + BM25) driven by
+`StepRecordingPolicy` (`vrag_rl.rollout.vimrag_rollout`); the tiny Qwen2.5-VL's processor and model; the
+trainer's training forward (`vrag_rl.train.forward.response_logprobs`) and `VimRAGTrainer`'s RL step.
+Double: the generate function (`TeacherForcedGenerate`): a tiny random model cannot build a memory graph, so it
+emits a scripted VimRAG reply chosen from what the prompt shows, and computes that reply's logprobs with the
+tiny model on exactly the ids and images it was given — the training forward must reproduce them, which holds
+only if the trainer sees the same ids, the same images and the same resize as the model did.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+import torch
+
+from search_engine.client import SearchClient
+from testkit.tiny_task import QUESTIONS, write_tasks
+from vimrag.config import VimRAGConfig
+from vimrag.energy import EnergyConfig
+from vimrag.prompts import VimPrompts
+from vrag_rl.agent.policies.local_transformers import image_token_id, vision_inputs
+from vrag_rl.agent.policies.token_recorder import GenerateOutput
+from vrag_rl.algos.settings import AlgorithmSettings
+from vrag_rl.rewards import RewardReference
+from vrag_rl.rollout.runner import RolloutTask
+from vrag_rl.rollout.vimrag_rollout import energy_for_prompt_length, run_vim_episode
+from vrag_rl.train.forward import response_logprobs
+
+REVENUE = QUESTIONS[0]
+
+
+def call(name: str, arguments: dict) -> str:
+    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+
+
+class TeacherForcedGenerate:
+    """Scripted replies by what the prompt shows; logprobs from the tiny model on exactly (ids, images) given.
+
+    Episode plan: search s1 with the keyword, memorise, search s2 (a dead end), memorise, answer built on s1 —
+    the right answer when the step's seed is even, a wrong one otherwise (so a group has both outcomes).
+    """
+
+    def __init__(self, model, processor):
+        self.model, self.processor, self.tok = model, processor, processor.tokenizer
+        self.calls: list[dict] = []
+
+    def reply(self, prompt: str, seed: int | None) -> str:
+        if "<tool_response>" in prompt:
+            label = "Picture 2" if '"id":"s2"' in prompt else "Picture 1"
+            return call("summarize_and_memorize", {"summary": "a page", "memorize": [
+                {"information_id": label, "is_useful": True, "priority_score": 5}]})
+        if '"id":"s2"' in prompt:
+            answer = REVENUE["answer"] if (seed or 0) % 2 == 0 else "12%"
+            return call("add_answer_node", {"answer": answer, "parent_ids": ["s1"]})
+        if '"id":"s1"' in prompt:
+            return call("add_search_node", {"id": "s2", "query": "bicycle commuters", "parent_ids": ["root"]})
+        return call("add_search_node", {"id": "s1", "query": REVENUE["keyword"], "parent_ids": ["root"]})
+
+    async def __call__(self, prompt_ids, sampling, images) -> GenerateOutput:
+        prompt = self.tok.decode(prompt_ids)
+        ids = self.tok(self.reply(prompt, sampling.seed), add_special_tokens=False)["input_ids"]
+        ids = ids + [self.tok.convert_tokens_to_ids("<|im_end|>")]
+        sequence = torch.tensor([list(prompt_ids) + ids])
+        with torch.no_grad():
+            logits = self.model(input_ids=sequence, attention_mask=torch.ones_like(sequence),
+                                **vision_inputs(self.processor, list(images))).logits[0].float()
+        logprobs = torch.log_softmax(logits[len(prompt_ids) - 1:-1], -1).gather(-1, torch.tensor(ids)[:, None])
+        self.calls.append({"prompt_len": len(prompt_ids), "images": [i.size for i in images]})
+        return GenerateOutput(token_ids=ids, logprobs=logprobs.squeeze(-1).tolist(), finish_reason="stop")
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_qwen25vl_dir):
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    return AutoModelForImageTextToText.from_pretrained(tiny_qwen25vl_dir).eval(), \
+        AutoProcessor.from_pretrained(tiny_qwen25vl_dir)
+
+
+CONFIG = VimRAGConfig(max_steps=6, max_tokens=128, search_top_k=1, max_searches_per_step=1, min_pixels=3136,
+                      observation_max_pixels=50176,
+                      energy=EnergyConfig(memory_top_k=2, total_pixels=100352, max_pixels_image=50176, min_pixels=3136))
+
+
+def _episode(tiny, url, config, max_prompt_length=None, seed=0):
+    model, processor = tiny
+    generate = TeacherForcedGenerate(model, processor)
+    task = RolloutTask("revenue", REVENUE["question"], RewardReference(REVENUE["answer"], REVENUE["reference_pages"]))
+
+    async def run():
+        search = SearchClient(url)
+        try:
+            return await run_vim_episode(task, 0, processor, generate, search, config, VimPrompts(), seed,
+                                         max_prompt_length=max_prompt_length)
+        finally:
+            await search.aclose()
+
+    return asyncio.run(run()), generate
+
+
+def test_each_step_is_a_sample_trained_on_exactly_what_the_model_saw(tiny, text_search_server):
+    model, processor = tiny
+    trajectory, generate = _episode(tiny, text_search_server.url, CONFIG)
+    assert trajectory.result.status == "answered", trajectory.result.error
+    assert [s.step for s in trajectory.steps] == [0, 1, 2, 3, 4]
+    assert [s.node_ids for s in trajectory.steps] == [("s1",), ("s1",), ("s2",), ("s2",), ("answer",)]
+    assert [len(s.images) for s in trajectory.steps] == [0, 1, 1, 2, 2]  # memory images + the step's observation
+    assert [[i.size for i in s.images] for s in trajectory.steps] == [c["images"] for c in generate.calls]
+    assert all(s.group_id == "revenue" and s.result is trajectory.result for s in trajectory.steps)
+    for step in trajectory.steps:  # the training forward reproduces the sampling logprobs: same ids, same pixels
+        trained, _ = response_logprobs(model, processor, step)
+        assert trained[0].tolist() == pytest.approx(step.response_logprobs, abs=1e-4)
+    # GGPO on the memory graph: the dead end s2 (steps 2, 3) dropped when correct, s1 spared when wrong
+    settings = AlgorithmSettings("ggpo")
+    assert trajectory.pruned_steps(settings, 1.0, REVENUE["reference_pages"]) == [2, 3]
+    assert trajectory.pruned_steps(settings, 0.0, REVENUE["reference_pages"]) == [0, 1]
+    assert trajectory.pruned_steps(AlgorithmSettings("grpo"), 1.0, REVENUE["reference_pages"]) == []
+    keys = trajectory.state_keys()
+    assert keys[0] == ((), frozenset()) and keys[2] == (("revenue",), frozenset({"acme_annual_report_2023_2"}))
+
+
+def test_the_energy_budget_decides_which_memory_images_fit_the_prompt_length(tiny, text_search_server):
+    full, _ = _episode(tiny, text_search_server.url, CONFIG)
+    image_token = image_token_id(tiny[1])
+    text_tokens = max(len(s.prompt_ids) - s.prompt_ids.count(image_token) for s in full.steps)
+    limit = text_tokens + 64 + 20  # text, one observation (64 tokens), 20 tokens of memory images
+    assert max(len(s.prompt_ids) for s in full.steps) > limit  # the unconstrained run would not fit
+    fitted = energy_for_prompt_length(CONFIG, limit, text_tokens)
+    assert fitted.energy.total_pixels < CONFIG.energy.total_pixels
+    budgeted, _ = _episode(tiny, text_search_server.url, fitted, max_prompt_length=limit)
+    assert budgeted.result.status == "answered", budgeted.result.error
+    assert all(len(s.prompt_ids) <= limit for s in budgeted.steps)
+    last_full, last = full.steps[-1], budgeted.steps[-1]
+    pixels = [sum(i.width * i.height for i in s.images) for s in (last_full, last)]
+    assert pixels[1] < pixels[0]  # the memory shown at the answer step was cut by the energy allocation
+    # without the fitted buffer the same limit ends the episode explicitly, before the oversized call
+    failed, generate = _episode(tiny, text_search_server.url, CONFIG, max_prompt_length=limit)
+    assert failed.result.status == "failed" and "prompt length" in failed.result.error
+    assert all(c["prompt_len"] <= limit for c in generate.calls)
+    with pytest.raises(ValueError, match="cannot hold"):
+        energy_for_prompt_length(CONFIG, 100, 95)
+
+
+def test_vimrag_trainer_step_trains_every_step_with_its_trajectorys_advantage(tiny, tiny_qwen25vl_dir,
+                                                                             text_search_server, tmp_path):
+    """One RL step of `VimRAGTrainer` (GGPO): samples are steps; advantages are per trajectory; μ_t drops steps."""
+    from pathlib import Path
+
+    from vrag_rl.train.config import load_config
+    from vrag_rl.train.vimrag_trainer import VimRAGTrainer
+
+    config = load_config(Path(__file__).resolve().parents[2] / "configs" / "local" / "tiny_vimrag_ggpo.yaml",
+                         model=str(tiny_qwen25vl_dir), tasks=str(write_tasks(tmp_path / "tasks.json")),
+                         output_dir=str(tmp_path / "run"), search_url=text_search_server.url, steps=1,
+                         questions_per_step=1, rollouts_per_question=4, kl_coef=0.0, ppo_epochs=1,
+                         vimrag={"max_prompt_length": 4096},  # the test tokenizer is not the task's: longer prompts
+                         agent={**load_config(Path(__file__).resolve().parents[2] / "configs" / "local"
+                                              / "tiny_vimrag_ggpo.yaml", model="m", tasks="t", output_dir="o",
+                                              search_url="s").agent, "max_tokens": 128, "max_episode_tokens": None,
+                                "max_steps": 6})
+    trainer = VimRAGTrainer(config, progress=False)
+    trainer.tasks = [t for t in trainer.tasks if t.id == "revenue"]
+    trainer.generate = TeacherForcedGenerate(trainer.model, trainer.processor)
+    trajectories, rewards = asyncio.run(trainer._rollouts(0))
+    assert {t.result.status for t in trajectories} == {"answered"}, [t.result.error for t in trajectories]
+    outcomes = [r.outcome for r in rewards]
+    assert 0.0 in outcomes and 1.0 in outcomes  # both outcomes in the group
+    samples, advantages, masks, pruned = trainer._training_samples(trajectories, rewards)
+    assert len(samples) == sum(len(t.steps) for t in trajectories) == 20
+    per_trajectory = advantages.view(4, 5)
+    assert torch.allclose(per_trajectory, per_trajectory[:, :1].expand(4, 5))  # one advantage per trajectory
+    assert pruned == 8  # two steps of each trajectory: s2 when right, s1 when wrong
+    record = trainer.rl_step()
+    assert record["episodes"] == 4 and record["turns"] == 5.0 and record["pruned_turns"] == pytest.approx(0.4)
+    assert record["logprob_gap"] < 1e-3  # the trainer's forward saw what the model saw

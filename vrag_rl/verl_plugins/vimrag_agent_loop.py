@@ -1,0 +1,216 @@
+"""`vimrag_agent`: verl's agent loop running the VimRAG memory-graph agent, one training row per model call.
+
+VimRAG rebuilds its context from its memory graph at every model call, so a trajectory is a list of steps
+with their own prompts, not one growing conversation. verl 0.9.1 has a supported way for one `run()` to
+return several samples: its v1 trainer's agent-loop worker (`verl.trainer.ppo.v1.agent_loop_tq.
+AgentLoopWorkerTQ._agent_loop_postprocess`) accepts a `list[AgentLoopOutput]` and stores each output as its
+own row under the key `{uid}_{session_id}_{index}`; its `compute_advantage_for_multi_trajectories` then
+runs GRPO on each session's *final* output only and broadcasts that advantage over the session's other
+outputs' `response_mask`. That is GRPO normalised over trajectories, not over step rows — the rule this
+project chose (`vrag_rl.algos.ggpo_memory`). So `run()` returns the trajectory's steps, and this loop needs
+the v1 trainer (`trainer.use_v1: true`, verl's default): the v0 worker unions generated rows 1:1 with the
+prompt rows and cannot take a list (checked at construction, with a message).
+
+Each row: the step's own prompt ids (system + question + graph JSON + the memory images the energy budget
+kept, plus this step's tool response), its sampled ids (mask 1) and logprobs, exactly the images of its
+prompt (`multi_modal_data`), the trajectory's reward (every row of a session carries it, as verl's v1 worker
+copies the final one anyway), and in `extra_fields` the step index, the memory-graph node(s) it built and
+whether GGPO dropped it.
+
+GGPO on the memory graph: μ_t (`VimTrajectory.pruned_steps`, the local trainer's call too) zeroes a dropped
+step's `response_mask`. Because verl reads the session's advantage at the *final* row's first unmasked
+token, the rows are ordered dropped steps first, kept steps after (each row is an independent sample, so the
+order changes nothing else): the final row is a kept step whenever any is, and when every step is dropped the
+whole session has no gradient anyway while its outcome still counts in its group's statistics. The
+estimator is verl's own `grpo` (`algorithm.adv_estimator: grpo`, the path that normalises over trajectories);
+the loss is GSPO's sequence ratio per row (`parts/ggpo_vimrag.yaml`).
+
+Budgets: a step's prompt never exceeds `data.max_prompt_length` (verl pads every row's prompt to it): the
+memory buffer (`energy.total_pixels`) is sized so text (`vimrag.text_tokens`), one step's observations and
+the memory fit (`energy_for_prompt_length`), and a prompt that still would not fit ends the episode as an
+explicit failure before it is sent (`PromptBudgetError`), never truncated. Each step's response has the whole
+`rollout.response_length` (it is its own row).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
+
+from search_engine.client import SearchClient
+from vimrag.config import VimRAGConfig
+from vimrag.context import build_context
+from vimrag.graph import MemoryGraph
+from vimrag.prompts import VimPrompts
+from vrag_rl.agent.page_images import PageImageStore
+from vrag_rl.agent.policies.token_recorder import GenerateOutput, template_form, vision_token_ids
+from vrag_rl.agent.policy import SamplingParams
+from vrag_rl.rewards import score_episode
+from vrag_rl.rollout.runner import RolloutTask
+from vrag_rl.rollout.vimrag_rollout import VimTrajectory, energy_for_prompt_length, run_vim_episode
+from vrag_rl.verl_plugins.agent_loop import filler_token_id
+from vrag_rl.verl_plugins.generate import ServerManagerGenerate
+from vrag_rl.verl_plugins.reward import reference_from_extra_info
+from vrag_rl.verl_plugins.settings import PluginSettingsError, plugin_settings
+
+_PAGES = PageImageStore()  # page images shared by the episodes of this worker process (bounded LRU)
+REWARD_PARTS = ("total", "outcome", "format", "retrieval")
+_VIMRAG_KEYS = {"agent", "prompts", "text_tokens"}
+
+
+@dataclass(frozen=True)
+class VimRAGPluginSettings:
+    """The config's `vimrag:` section: the agent (`VimRAGConfig` fields), its prompts, and the text a step's
+    prompt may hold (sizes the memory buffer against `data.max_prompt_length`)."""
+
+    agent: VimRAGConfig
+    prompts: VimPrompts
+    text_tokens: int
+
+
+def vimrag_plugin_settings(config: Any) -> VimRAGPluginSettings:
+    """Read and validate `config.vimrag` against verl's prompt and response lengths."""
+    from vrag_rl.verl_plugins.settings import _plain
+
+    root = _plain(config)
+    section = root.get("vimrag") if isinstance(root, dict) else None
+    if not isinstance(section, dict):
+        raise PluginSettingsError("vimrag_agent needs a `vimrag:` section; start from configs/verl/*vimrag*.yaml")
+    extra = sorted(set(section) - _VIMRAG_KEYS)
+    if extra:
+        raise PluginSettingsError(f"vimrag: unknown key(s) {extra}; allowed: {sorted(_VIMRAG_KEYS)}")
+    agent_fields = {f.name for f in fields(VimRAGConfig)}
+    agent = dict(section.get("agent") or {})
+    prompt_fields = {f.name for f in fields(VimPrompts)}
+    prompts = dict(section.get("prompts") or {})
+    for name, given, known in (("agent", agent, agent_fields), ("prompts", prompts, prompt_fields)):
+        unknown = sorted(set(given) - known)
+        if unknown:
+            raise PluginSettingsError(f"vimrag.{name}: unknown key(s) {unknown}")
+    data = root.get("data") or {}
+    try:
+        vim = VimRAGConfig(**agent)
+        text_tokens = int(section.get("text_tokens", 0))
+        prompt_length = data.get("max_prompt_length")
+        if prompt_length is not None and text_tokens > 0:
+            vim = energy_for_prompt_length(vim, int(prompt_length), text_tokens)
+    except (TypeError, ValueError) as exc:
+        raise PluginSettingsError(f"vimrag: {exc}") from exc
+    adv = (root.get("algorithm") or {}).get("adv_estimator")
+    if adv is not None and adv != "grpo":
+        raise PluginSettingsError(f"algorithm.adv_estimator={adv!r}: vimrag_agent needs verl's 'grpo', the estimator "
+                                  "verl's v1 trainer normalises over trajectories (GGPO's mask is in response_mask)")
+    if not bool((root.get("trainer") or {}).get("use_v1", True)):
+        raise PluginSettingsError("vimrag_agent returns one row per model call; only verl's v1 trainer "
+                                  "(trainer.use_v1=true) accepts several outputs per run()")
+    response = data.get("max_response_length")
+    if response is not None and vim.max_tokens > response:
+        raise PluginSettingsError(f"vimrag.agent.max_tokens ({vim.max_tokens}) exceeds data.max_response_length "
+                                  f"({response}), which holds one step's reply")
+    return VimRAGPluginSettings(agent=vim, prompts=VimPrompts(**prompts), text_tokens=text_tokens)
+
+
+class StepBudgetGenerate:
+    """`ServerManagerGenerate` with the whole response length for every step (each step is its own row)."""
+
+    def __init__(self, inner: ServerManagerGenerate):
+        self.inner = inner
+
+    async def __call__(self, prompt_ids: list[int], sampling: SamplingParams, images: list[Any]) -> GenerateOutput:
+        self.inner.prompt_length = len(prompt_ids)  # the response budget restarts at this step's own prompt
+        return await self.inner(prompt_ids, sampling, images)
+
+
+def ordered_rows(trajectory: VimTrajectory, pruned: list[int]) -> list[tuple[int, bool]]:
+    """(step index, kept) in row order: dropped steps first, then kept ones (see the module docstring)."""
+    dropped = set(pruned)
+    steps = [s.step for s in trajectory.steps]
+    return [(s, False) for s in steps if s in dropped] + [(s, True) for s in steps if s not in dropped]
+
+
+@register("vimrag_agent")
+class VimRAGAgentLoop(AgentLoopBase):
+    """Runs one VimRAG episode per session and returns its steps as rows (see the module docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        if self.processor is None:
+            raise ValueError("vimrag_agent needs a vision-language model with a processor (memory is images)")
+        self.settings = plugin_settings(self.config)
+        self.vimrag = vimrag_plugin_settings(self.config)
+        self.response_length = int(self.rollout_config.response_length)
+        self.prompt_length = int(self.rollout_config.prompt_length)
+        self.vision_ids = vision_token_ids(self.processor.tokenizer)
+        self.rollout_name = getattr(self.rollout_config, "name", None)
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> list[AgentLoopOutput]:
+        extra_info = dict(kwargs.get("extra_info") or {})
+        question = extra_info.get("question")
+        if not isinstance(question, str) or not question.strip():
+            raise ValueError("the row's extra_info has no question; build the parquet with `python -m vrag_rl.data`")
+        reference = reference_from_extra_info(extra_info, (kwargs.get("reward_model") or {}).get("ground_truth"))
+        group = str(kwargs.get("uid", extra_info.get("uid", extra_info.get("index", ""))))
+        settings = self.settings
+        suppress = self.vision_ids if getattr(settings, "suppress_vision_tokens", True) else {}
+        inner = ServerManagerGenerate(self.server_manager, sampling_params, self.response_length,
+                                      suppress_token_ids=suppress, rollout_name=self.rollout_name)
+        search = SearchClient(settings.search.url, api_key=settings.search.api_key, timeout=settings.search.timeout_s,
+                              max_retries=settings.search.retries)
+        try:
+            trajectory = await run_vim_episode(RolloutTask(group, question, reference),
+                                               int(kwargs.get("session_id") or 0), self.processor,
+                                               StepBudgetGenerate(inner), search, self.vimrag.agent,
+                                               self.vimrag.prompts, seed=0, pages=_PAGES,
+                                               max_prompt_length=self.prompt_length)
+        finally:
+            await search.aclose()
+        result = trajectory.result
+        reward = await score_episode(result, reference, settings.reward_config())
+        pruned = trajectory.pruned_steps(settings.algorithm_settings, reward.outcome, reference.reference_pages)
+        parts = {"total": reward.total, "outcome": reward.outcome, "format": reward.format,
+                 "retrieval": reward.retrieval}
+        if not trajectory.steps:  # no model token at all: zero reward, one masked filler row (as vrag_agent)
+            parts = dict.fromkeys(REWARD_PARTS, 0.0)
+        shared: dict[str, Any] = {
+            **inner.fields.for_output(kwargs.get("global_steps")),
+            "episode_status": result.status, "episode_error": result.error or "",
+            "memory_graph": result.graph.to_dict(), "pages_per_turn": [r.retrieved for r in result.turn_records],
+            "turn_actions": [r.action for r in result.turn_records], "ggpo_pruned_steps": pruned,
+            "reward_parts": parts, "turn_scores": [], "tool_rewards": [],
+            "reward_extra_info": {**{f"vimrag/{k}": float(parts[k]) for k in REWARD_PARTS},
+                                  "vimrag/steps": float(len(trajectory.steps)),
+                                  "vimrag/ggpo_pruned_steps": float(len(pruned)),
+                                  "vimrag/answered": float(result.answered),
+                                  "vimrag/empty_response": float(not trajectory.steps)},
+        }
+        timings = result.timings
+        metrics = AgentLoopMetrics(generate_sequences=inner.generate_s,
+                                   tool_calls=timings.get("search_s", 0.0) + timings.get("image_s", 0.0),
+                                   num_preempted=inner.fields.num_preempted)
+        if not trajectory.steps:
+            return [AgentLoopOutput(prompt_ids=self._initial_prompt_ids(question),
+                                    response_ids=[filler_token_id(self.processor.tokenizer)], response_mask=[0],
+                                    response_logprobs=[0.0], multi_modal_data={}, reward_score=0.0, num_turns=2,
+                                    metrics=metrics, extra_fields={**shared, "step": -1, "node_ids": [],
+                                                                   "ggpo_dropped": True})]
+        by_index = {s.step: s for s in trajectory.steps}
+        outputs = []
+        for index, kept in ordered_rows(trajectory, pruned):
+            step = by_index[index]
+            n = len(step.response_ids)
+            outputs.append(AgentLoopOutput(
+                prompt_ids=list(step.prompt_ids), response_ids=list(step.response_ids),
+                response_mask=[int(kept)] * n, response_logprobs=list(step.response_logprobs),
+                multi_modal_data={"images": list(step.images)} if step.images else {},
+                reward_score=float(parts["total"]), num_turns=2, metrics=metrics,
+                extra_fields={**shared, "step": index, "node_ids": list(step.node_ids), "ggpo_dropped": not kept}))
+        return outputs
+
+    def _initial_prompt_ids(self, question: str) -> list[int]:
+        """The first step's prompt (the empty graph) as the recorder renders it, for an episode with no step."""
+        messages, _ = build_context(MemoryGraph(question.strip()), {}, _PAGES, self.vimrag.agent.energy,
+                                    self.vimrag.prompts, self.vimrag.agent.resize_factor)
+        text = self.processor.apply_chat_template(template_form(messages), add_generation_prompt=True,
+                                                  tokenize=False)
+        return list(self.processor.tokenizer(text, add_special_tokens=False)["input_ids"])
