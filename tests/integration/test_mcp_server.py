@@ -232,7 +232,7 @@ def test_no_id_reaches_another_endpoint(recorded_search):
 
 
 def test_search_client_refuses_ids_before_any_request(recorded_search):
-    """The client method that builds a URL from an id (page_image) checks it against the id grammar
+    """The client methods that build a URL from an id (page_image, page_layout) check it against the id grammar
     and escapes it: no request leaves for a hostile id (so the agents, the demo and scripts are safe too)."""
     recorder = recorded_search.recorder
 
@@ -243,6 +243,8 @@ def test_search_client_refuses_ids_before_any_request(recorded_search):
             for bad in HOSTILE_IDS + [None, 7]:
                 with pytest.raises(InvalidIdError, match="not a valid id"):
                     await client.page_image(bad)  # type: ignore[arg-type]
+                with pytest.raises(InvalidIdError, match="not a valid id"):
+                    await client.page_layout(bad)  # type: ignore[arg-type]
             assert recorder.paths == []
             assert (await client.page_image("solar_energy_brief_3", max_side=32))[:2] == b"\xff\xd8"
         finally:
