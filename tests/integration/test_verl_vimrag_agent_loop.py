@@ -255,3 +255,101 @@ def test_a_step_prompt_over_the_prompt_length_fails_the_episode_explicitly(proce
     assert [o.extra_fields["step"] for o in outputs] == [0]
     assert all(len(o.prompt_ids) <= first_prompt - 1 for o in outputs)
     assert all(len(c["prompt_ids"]) <= first_prompt - 1 for c in double.calls)
+
+
+@pytest.fixture(scope="module")
+def transfer_queue():
+    """A local Ray and TransferQueue (one storage unit), as tests/integration/test_verl_v1_path.py starts them."""
+    import os
+
+    pytest.importorskip("transfer_queue")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    import ray
+    import transfer_queue as tq
+    from omegaconf import OmegaConf
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=4, include_dashboard=False, logging_level="ERROR")
+    tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))
+    yield tq
+    tq.close()
+    if started:
+        ray.shutdown()
+
+
+@pytest.mark.slow  # a local Ray with TransferQueue's actors
+def test_verls_v1_worker_stores_every_step_and_its_trainer_normalises_over_trajectories(
+        tiny_qwen25vl_dir, processor, row, text_search_server, transfer_queue):
+    """verl's own v1 path end to end: `AgentLoopWorkerTQ` (in-process) runs 2 sessions of vimrag_agent and puts
+    each step as its own row `{uid}_{session}_{index}` into TransferQueue; the v1 trainer's `_compute_advantage`
+    (GRPO on each session's final row, broadcast) gives every kept step its trajectory's advantage."""
+    import uuid
+
+    from transfer_queue import KVBatchMeta
+    from transformers import AutoModelForImageTextToText
+    from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+    from verl.utils import tensordict_utils as tu
+    from verl.utils.dataset.rl_dataset import collate_fn
+
+    import vrag_rl.verl_plugins  # noqa: F401
+    from testkit.verl_doubles import VLLMServerDouble, loopback_llm_client
+
+    cfg = _compose([f"vrag.search.url={text_search_server.url}", *OVERRIDES,
+                    f"actor_rollout_ref.model.path={tiny_qwen25vl_dir}", "actor_rollout_ref.rollout.n=2"])
+    model = AutoModelForImageTextToText.from_pretrained(tiny_qwen25vl_dir).eval()
+    server = VLLMServerDouble(model, processor, SUCCESS)
+    client = loopback_llm_client(cfg, server)
+    acquire, first = client._acquire_server, []
+
+    async def scripted_acquire(request_id, **extra):  # the first episode to ask fails, the other succeeds
+        if not first:
+            first.append(request_id)
+            server.scripts[request_id] = list(FAILURE)
+        return await acquire(request_id, **extra)
+
+    client._acquire_server = scripted_acquire
+    worker = AgentLoopWorkerTQ.__ray_actor_class__(cfg, llm_client=client)
+    uid = uuid.uuid4().hex
+    item = {k: v for k, v in row.items() if k != "uid"}
+    batch_dict = collate_fn([{**item, "agent_name": "vimrag_agent", "dummy_tensor": torch.zeros(1, dtype=torch.uint8)}])
+    batch_dict["uid"] = np.array([uid], dtype=object)
+    batch = tu.get_tensordict(batch_dict)
+    tu.assign_non_tensor_data(batch, "global_steps", 1)
+    transfer_queue.kv_batch_put(keys=[uid], partition_id="train",
+                                tags=[{"is_prompt": True, "status": "pending", "global_steps": 1}])
+
+    async def dispatch_and_wait():
+        await worker.generate_sequences(batch)
+        await asyncio.gather(*list(worker.background_tasks))
+
+    asyncio.run(dispatch_and_wait())
+    listing = transfer_queue.kv_list(partition_id="train")["train"]
+    assert listing[uid]["status"] == "finished"
+    keys = sorted(k for k in listing if k.startswith(f"{uid}_"))
+    sessions = {k.rsplit("_", 2)[1] for k in keys}
+    assert len(keys) == 8 and len(sessions) == 2  # 5 steps + 3 steps, one row each
+    stored = transfer_queue.kv_batch_get(keys=keys, partition_id="train", select_fields=["rm_scores", "extra_fields"])
+    extras = [getattr(e, "data", e) for e in stored["extra_fields"]]
+    rewards = {k.rsplit("_", 2)[1]: float(s.sum()) for k, s in zip(keys, stored["rm_scores"].unbind(0))}
+    assert sorted(rewards.values()) == pytest.approx([0.3, 1.0])
+
+    # what the actor's log-prob pass writes before the advantage (on-policy: the rollout's own logprobs)
+    from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+    logprobs = transfer_queue.kv_batch_get(keys=keys, partition_id="train", select_fields=["rollout_log_probs"])
+    transfer_queue.kv_batch_put(keys=keys, partition_id="train", fields=list_of_dict_to_tensordict(
+        [{"old_log_probs": lp} for lp in logprobs["rollout_log_probs"].unbind(0)]))
+    trainer = object.__new__(PPOTrainerSync)
+    trainer.config = cfg
+    PPOTrainerSync._compute_advantage(trainer, KVBatchMeta(partition_id="train", keys=keys,
+                                                           tags=[listing[k] for k in keys]), {})
+    got = transfer_queue.kv_batch_get(keys=keys, partition_id="train", select_fields=["advantages", "response_mask"])
+    for key, extra, adv, mask in zip(keys, extras, got["advantages"].unbind(0), got["response_mask"].unbind(0)):
+        values = torch.unique(adv[mask.bool()]).tolist()
+        if extra["ggpo_dropped"]:
+            assert values == []
+        else:
+            sign = 1.0 if rewards[key.rsplit("_", 2)[1]] == pytest.approx(1.0) else -1.0
+            assert values == pytest.approx([sign * 0.7071], abs=1e-3), (key, extra["step"])
