@@ -206,7 +206,7 @@ def run_method(method: str, corpus: Path, max_queries: int | None, query_set: st
         result.update(timer.stats(), **{
             "recall@10": recall_at(rows, exact_rows), "build_s": meta.get("build_seconds", float("nan")),
             "disk_gib": (compressed + (store.nbytes_on_disk() if exact else 0)) / 2**30,
-            "bytes_per_page": compressed / store.num_pages,
+            "bytes_per_page": (compressed + (store.nbytes_on_disk() if exact else 0)) / store.num_pages,
             "note": f"{meta['num_centroids']} centroids; {codec} {compressed / store.num_tokens:.1f} B/token; opens in "
                     f"{open_s:.1f}s" + ("; + fp16 store for the exact rescore" if exact else "")})
     elif method.startswith("fast"):
@@ -355,37 +355,46 @@ def print_table(rows: list[dict]) -> None:
               f"{r.get('note', '')} |")
 
 
-def plot_scale(rows: list[dict], out: Path) -> None:
-    """Latency (CPU and wall p50), recall@10, bytes per page and build time against corpus size, one line per
-    method and query set (standard set solid, harder sets dashed)."""
+def plot_scale(rows: list[dict], out: Path, methods: list[str] | None = None) -> None:
+    """Latency (CPU p50), recall@10, bytes per page and build time against corpus size: one colour per
+    method, one line style per query set (recall panel; the other panels show the standard set)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    good = [r for r in rows if "error" not in r and r.get("p50_ms") is not None]
-    fig, axes = plt.subplots(1, 4, figsize=(19, 4.4))
-    panels = [("cpu_p50_ms", "CPU ms per query (p50)", True), ("recall@10", "recall@10 vs exact", False),
-              ("bytes_per_page", "index bytes per page", True),
-              ("build_s", "build seconds (wall, loaded machine)", True)]
-    series: dict[tuple[str, str], list[dict]] = {}
-    for r in good:
-        series.setdefault((r["method"], r.get("query_set", "standard")), []).append(r)
+    good = [r for r in rows if "error" not in r and r.get("p50_ms") is not None and r.get("pages")]
+    if methods:
+        good = [r for r in good if r["method"] in methods]
+    names = list(dict.fromkeys(r["method"] for r in good))
+    colours = {m: plt.get_cmap("tab10")(i % 10) for i, m in enumerate(names)}
+    styles = {"standard": "-", "noisy": ":", "multipage": "-.", "half-unmatched": "--"}
+    fig, axes = plt.subplots(1, 4, figsize=(19, 4.6))
+    panels = [("cpu_p50_ms", "CPU ms per query (p50, standard)", True), ("recall@10", "recall@10 vs exact", False),
+              ("bytes_per_page", "bytes per page on disk (what search reads)", True),
+              ("build_s", "index build s (wall, loaded machine)", True)]
     for ax, (key, label, log) in zip(axes, panels):
-        for (method, query_set), rs in sorted(series.items()):
-            pts = sorted((r["pages"], r[key]) for r in rs if r.get(key) is not None)
-            if key in ("bytes_per_page", "build_s", "cpu_p50_ms") and query_set != "standard":
-                continue
-            if pts:
-                ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=f"{method} ({query_set})",
-                        linestyle="-" if query_set == "standard" else "--")
+        for method in names:
+            for query_set, style in styles.items():
+                if key != "recall@10" and query_set != "standard":
+                    continue
+                pts = sorted((r["pages"], r[key]) for r in good if r["method"] == method
+                             and r.get("query_set", "standard") == query_set and r.get(key) is not None)
+                if pts:
+                    ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", color=colours[method],
+                            linestyle=style, label=method if query_set == "standard" else None)
         ax.set_xscale("log")
         if log:
             ax.set_yscale("log")
         ax.set_xlabel("pages")
         ax.set_title(label, fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
-    axes[1].legend(fontsize=6, loc="lower left")
+    axes[0].legend(fontsize=7, loc="best")
+    axes[1].plot([], [], color="grey", linestyle="-", label="standard")
+    for query_set, style in list(styles.items())[1:]:
+        axes[1].plot([], [], color="grey", linestyle=style, label=query_set)
+    handles, labels = axes[1].get_legend_handles_labels()
+    axes[1].legend(handles[-4:], labels[-4:], fontsize=7, loc="lower left")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
 
@@ -404,6 +413,7 @@ def main() -> int:
     parser.add_argument("--append-json", action="store_true", help="add the rows to an existing --json file")
     parser.add_argument("--plot", type=Path, help="plot every row of --json against corpus size into this PNG")
     parser.add_argument("--plot-only", action="store_true", help="only redraw --plot from --json (no runs)")
+    parser.add_argument("--plot-methods", nargs="+", help="only these methods in the plot")
     parser.add_argument("--query-set", nargs="+", default=["standard"],
                         help="query sets to run (standard noisy multipage half-unmatched)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -420,7 +430,7 @@ def main() -> int:
     if args.plot_only:
         rows = json.loads(args.json.read_text())
         print_table(rows)
-        plot_scale(rows, args.plot)
+        plot_scale(rows, args.plot, args.plot_methods)
         return 0
     if not args.corpus:
         parser.error("--corpus is required")
@@ -450,7 +460,7 @@ def main() -> int:
             rows = json.loads(args.json.read_text()) + rows
         args.json.write_text(json.dumps(rows, indent=1))
     if args.plot:
-        plot_scale(rows, args.plot)
+        plot_scale(rows, args.plot, args.plot_methods)
     return 0
 
 
