@@ -188,7 +188,7 @@ def build_fast_index_cmd(
     check: Annotated[int, typer.Option(min=0, help="measure recall@10 vs exact on this many page-derived queries")] = 0,
     codec: Annotated[str | None, typer.Option(help="compress the pages for the rerank: pq32 (34 B/token), "
                                                    "pq16, sq2, sq1... (default: rerank from fp16)")] = None,
-    exact_rerank: Annotated[int, typer.Option(min=0, help="with --codec: pages per query rescored from fp16")] = 16,
+    exact_rerank: Annotated[int, typer.Option(min=0, help="with --codec: pages per query rescored from fp16")] = 32,
 ) -> None:
     """Add (or rebuild) the fast visual index: centroid codes + inverted file beside the fp16 segments.
 

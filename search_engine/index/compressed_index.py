@@ -124,7 +124,7 @@ def extend_compressed(source: TokenStore, directory: str | Path, part_pages: int
     codec = ResidualCodec.load(directory)
     parts = meta["parts"] + _encode_parts(source, directory, codec, _blocks(source.num_pages, meta["num_pages"],
                                                                               part_pages), say, started)
-    params = FastParams(nprobe=meta["nprobe"], candidates=meta["candidates"], rerank=meta.get("rerank", 64))
+    params = FastParams(nprobe=meta["nprobe"], candidates=meta["candidates"], rerank=meta.get("rerank", 128))
     keep = {k: v for k, v in meta.items() if k not in ("parts", "num_pages", "num_tokens", "num_centroids",
                                                           "nprobe", "candidates", "rerank", "codec", "format")}
     _finish(directory, codec, parts, params, keep)
@@ -146,7 +146,7 @@ def open_compressed(directory: str | Path, params: FastParams | None = None, exa
     codec = ResidualCodec.load(directory)
     store = _store(directory, codec, meta["parts"])
     params = params or FastParams(nprobe=meta["nprobe"], candidates=meta["candidates"],
-                                  rerank=meta.get("rerank", 64))
+                                  rerank=meta.get("rerank", 128))
     index = FastMaxSim(store, codec.codebook, InvertedFile.load(directory), params=params, device=device,
                        exact_store=exact_store)
     deleted = directory / "deleted.npy"

@@ -59,7 +59,7 @@ FAST_DIR = Path("fast") / "visual"
 CURRENT = "CURRENT"
 BUILDING = "BUILDING"
 CODECS = "codecs"
-DEFAULT_EXACT_RERANK = 16  # compressed sidecars: pages per query rescored from the fp16 segments
+DEFAULT_EXACT_RERANK = 32  # compressed sidecars: pages per query rescored from the fp16 segments (docs/scale.md)
 
 
 @dataclass
@@ -259,7 +259,7 @@ def _open_compressed(index_dir: Path, gen: Path, meta: dict, old: list[SegmentIn
     codec = ResidualCodec.load(_codec_dir(index_dir, codec_id))
     dim = codec.dim
     params = params or FastParams(nprobe=meta.get("nprobe", 16), candidates=meta.get("candidates", 128),
-                                  rerank=meta.get("rerank", 64), exact_rerank=meta.get("exact_rerank", 0))
+                                  rerank=meta.get("rerank", 128), exact_rerank=meta.get("exact_rerank", 0))
     exact = _store(index_dir, new, dim) if params.exact_rerank else None
     if [s.file for s in old] == [s.file for s in new]:
         store = _compressed_store(index_dir, codec_id, codec, new, dim)

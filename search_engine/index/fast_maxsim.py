@@ -48,7 +48,7 @@ class FastParams:
 
     nprobe: int = 16
     candidates: int = 128
-    rerank: int = 64  # compressed store only: pages decoded and scored after the centroid interaction
+    rerank: int = 128  # compressed store only: pages decoded and scored after the centroid interaction
     exact_rerank: int = 0  # with an exact fp16 store beside the compressed one: pages rescored exactly
 
     def __post_init__(self) -> None:
