@@ -68,6 +68,7 @@ class _Candidate:
     bonus: float = 0.0
     context: set[str] = field(default_factory=set)  # terms around it (section heading): half credit
     legible: bool = True
+    named: bool = False  # (tables) the question names both the cell's row and its column: supported as such
 
 
 class Reader:
@@ -138,6 +139,8 @@ class Reader:
                     score += 0.15
             if not candidate.pinned:
                 coverage = min(coverage, MIN_COVERAGE - 1e-6)  # a cell the question does not pin is no answer
+            elif candidate.named:
+                coverage = max(coverage, MIN_COVERAGE)  # the question names its row and its column
             readings.append(Reading(candidate.answer, candidate.evidence, candidate.box, candidate.region_id,
                                     candidate.kind, round(score, 6), round(coverage, 6), candidate.legible))
         readings.sort(key=lambda r: (-r.score, r.box[1], r.box[0]))
@@ -179,11 +182,21 @@ class Reader:
                     continue  # an unreadable cell is kept only where the question pins it: a zoom may read it
                 evidence = " | ".join(t for t in (row_label, col_label) if t) + f": {cell.text}"
                 box = union([cell.box, *grid.header_boxes(r, c)])
+                named = row_hit.get(r, False) and col_hit.get(c, False) and len(rows) > 1 and len(cols) > 1 \
+                    and bool(q_terms & terms_of(col_label))
                 out.append(_Candidate(answer, evidence.strip(": "), box, region.region_id, "table",
                                       f"{row_label} {col_label} {cell.text}".strip(),
                                       terms_of(f"{row_label} {col_label} {cell.text} {around}"),
                                       terms_of(f"{row_label} {col_label} {cell.text}"), True, pinned,
-                                      0.1 if fit == 2 else 0.0 if legible else -0.2, half, legible))
+                                      0.1 if fit == 2 else 0.0 if legible else -0.2, half, legible, named))
+                cell_terms = terms_of(cell.text)
+                if (form.entity and not form.superlative and row_label and cell_terms
+                        and len(cell_terms & q_terms) * 2 >= len(cell_terms) and not terms_of(row_label) <= q_terms):
+                    # "which command is noted as 'for use with manual brackets'": the row the question quotes
+                    out.append(_Candidate(row_label, evidence.strip(": "), box, region.region_id, "table",
+                                          f"{col_label} {cell.text}".strip(),
+                                          terms_of(f"{row_label} {col_label} {cell.text} {around}"),
+                                          terms_of(f"{col_label} {cell.text}"), True, True, 0.1, half))
         return out
 
 

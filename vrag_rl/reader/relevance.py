@@ -37,6 +37,8 @@ class TermWeights:
         self.weights = {}
         for term in self.terms:
             df = sum(1 for found in units if fuzzy_in(term, found))
+            if not df and has_cjk(term):  # a CJK bigram printed nowhere on the page mostly spans two words
+                df = n  # of the question: it weighs as little as a word on every unit, not as a missing subject
             self.weights[term] = math.log(1 + n / (1 + df)) + 1.0
         self.total = sum(self.weights.values())
 

@@ -18,7 +18,7 @@ from vrag_rl.reader.values import _REFERENCE_LABEL, Value, named_in, values_in
 # capital before the dot ("J. Smith") or a short lowercase abbreviation ("e.g.", "approx.") does not end one.
 _SENTENCE_END = re.compile(r"(?<=[.!?])(?<!\b[A-Z]\.)(?<!\b[a-z]\.)(?<!\be\.g\.)(?<!\bi\.e\.)\s+(?=[A-Z0-9\"“(\[])|"
                            r"(?<=[。！？；])")
-_NAME = re.compile(r"(?:[A-Z][\w'’&.-]*|\d+[A-Za-z][\w-]*)(?:\s+(?:(?:of|de|du|van|von|and|&|for|the)\s+)?"
+_NAME = re.compile(r"(?<![\w\\-])(?:[A-Z][\w'’&.-]*|\d+[A-Za-z][\w-]*)(?:\s+(?:(?:of|de|du|van|von|and|&|for|the)\s+)?"
                    r"(?:[A-Z][\w'’&.-]*|\d+[A-Za-z][\w-]*))*")
 
 
@@ -128,6 +128,26 @@ def wanted_values(text: str, question: str, form: QuestionForm) -> tuple[list[Va
     return (strict, True) if strict else ([v for v in values if form.compatible(v)], False)
 
 
+# An identifier as technical documents print them: a command (\\arcmin), an option (-sDeviceNProfile,
+# --max-ppsize), a constant (PRESERVE_K_ONLY), a file (cyan_output.icc), an assignment (type="b") or a
+# camel-cased name (FitR, rml2pdf): a name of its own kind, whatever its capitals.
+_IDENTIFIER = re.compile(r"(?<![\w\\-])(?:\\[A-Za-z]+\*?(?:\{[^{}\s]*\})?|--?[A-Za-z][\w-]*[A-Za-z0-9]|"
+                         r"[A-Za-z]\w*=(?:\"[^\"]*\"|'[^']*'|\w+)|[A-Za-z][\w-]*\.[a-z]{2,4}\b|"
+                         r"[A-Za-z]+_[A-Za-z0-9_]+|[a-z]+[A-Z0-9]\w*|[A-Z][a-z]+[A-Z]\w*|[A-Z]{2,}[a-z]+\w*)")
+
+
+def identifiers_in(text: str, question: str) -> list[tuple[int, str]]:
+    """Identifiers in the text that the question does not already print, with their offsets."""
+    asked = set(question.lower().split()) | set(content_terms(question))
+    out = []
+    for match in _IDENTIFIER.finditer(text):
+        token = match.group(0).rstrip(".,;:")
+        if token.lower() in asked or token.lower().strip("\\-") in asked:
+            continue
+        out.append((match.start(), token))
+    return out
+
+
 def names_in(text: str, question: str) -> list[tuple[int, str]]:
     """Capitalised names in the text that the question does not already say ("Blue Strait Lines"),
     with their offsets; a sentence's first word counts only when it is not a common word."""
@@ -173,10 +193,10 @@ def answer_span(text: str, question: str, form: QuestionForm,
     keyed = key_value(text, question) if not (form.yes_no or form.superlative) else ""
     if keyed and not (form.entity and not re.search(r"[^\W\d_]", keyed)):  # "who/where" wants words
         return keyed, 2
-    if form.entity and not has_cjk(text):
-        names = names_in(text, question)
+    if form.entity:
+        names = identifiers_in(text, question) + ([] if has_cjk(text) else names_in(text, question))
         if names:
-            return _nearest(text, names, question, ignore), 2
+            return _nearest(text, sorted(names), question, ignore), 2
     return text, 1
 
 
