@@ -472,10 +472,7 @@ class Ingestor:
             arrays["visual_vectors"] = np.concatenate(vectors).astype(np.float16)
             arrays["visual_counts"] = np.asarray([v.shape[0] for v in vectors], np.int64)
         if embedders.get("text") is not None:
-            vectors = embedders["text"].embed_texts([r.text or " " for r in records])
-            arrays["text_vectors"] = np.concatenate(vectors).astype(np.float32)
-            arrays["text_counts"] = np.asarray([v.shape[0] for v in vectors], np.int64)
-            arrays.update(_region_arrays(embedders["text"], layouts, self._title))
+            arrays.update(_text_arrays(embedders["text"], [r.text for r in records], layouts, self._title))
         arrays["records"] = np.frombuffer(json.dumps([r.to_dict() for r in records]).encode(), dtype=np.uint8)
         arrays["layouts"] = _json_bytes([layout.to_dict() for layout in layouts])
         atomic_save_npz(chunk_file, **arrays)
@@ -602,18 +599,47 @@ def _page_layout(pdf: Any, page_number: int, page_id: str, size: tuple[int, int]
 def _region_arrays(embedder: Embedder, layouts: list[PageLayout], title: str = "") -> dict[str, np.ndarray]:
     """Region vectors of the text channel: one row per region of every page, in layout order (running
     headers and regions without text get a blank row, masked at search), and the rows per page."""
+    vectors, counts, _ = _embed_regions(embedder, layouts, title)
+    return {f"{REGION_CHANNEL}_vectors": vectors.astype(np.float16), f"{REGION_CHANNEL}_counts": counts}
+
+
+def _embed_regions(embedder: Embedder, layouts: list[PageLayout], title: str) -> tuple[np.ndarray, np.ndarray,
+                                                                                         list[list[str]]]:
+    """(float32 vectors, one row per region; rows per page; each page's region search texts)."""
     from search_engine.layout_extraction import region_search_texts
 
-    texts: list[str] = []
-    counts = []
-    for layout in layouts:
-        region_texts = region_search_texts(layout, title)
-        texts.extend(region_texts)
-        counts.append(len(region_texts))
-    dim = embedder.spec.dim
+    per_page = [region_search_texts(layout, title) for layout in layouts]
+    texts = [t for page in per_page for t in page]
+    vectors = np.zeros((len(texts), embedder.spec.dim), np.float32)
     wanted = [i for i, t in enumerate(texts) if t]
-    vectors = np.zeros((len(texts), dim), np.float16)
     if wanted:
-        embedded = embedder.embed_texts([texts[i] for i in wanted])
-        vectors[wanted] = np.concatenate(embedded).astype(np.float16)
-    return {f"{REGION_CHANNEL}_vectors": vectors, f"{REGION_CHANNEL}_counts": np.asarray(counts, np.int64)}
+        vectors[wanted] = np.concatenate(embedder.embed_texts([texts[i] for i in wanted])).astype(np.float32)
+    return vectors, np.asarray([len(page) for page in per_page], np.int64), per_page
+
+
+def _text_arrays(embedder: Embedder, page_texts: list[str], layouts: list[PageLayout],
+                 title: str) -> dict[str, np.ndarray]:
+    """The text channel of a chunk of pages: region vectors, and page vectors.
+
+    A page's vector is the mean of its regions' vectors weighted by their words — the mean of its
+    paragraphs, where it used to be the mean of fixed windows of its text — so its text is embedded
+    once, not twice (region embeddings would otherwise double ingestion's MiniLM time, the largest
+    part of it). A page without region text (a video segment, no layout) is embedded from its text.
+    """
+    vectors, counts, per_page = _embed_regions(embedder, layouts, title)
+    page_vectors = np.zeros((len(page_texts), embedder.spec.dim), np.float32)
+    missing = []
+    offset = 0
+    for page, texts in enumerate(per_page):
+        weights = np.asarray([len(t.split()) for t in texts], np.float32)
+        if weights.sum() > 0:
+            mean = (vectors[offset:offset + len(texts)] * weights[:, None]).sum(axis=0)
+            page_vectors[page] = mean / max(float(np.linalg.norm(mean)), 1e-9)
+        else:
+            missing.append(page)
+        offset += len(texts)
+    if missing:
+        embedded = embedder.embed_texts([page_texts[p] or " " for p in missing])
+        page_vectors[missing] = np.concatenate(embedded).astype(np.float32)
+    return {"text_vectors": page_vectors, "text_counts": np.ones(len(page_texts), np.int64),
+            f"{REGION_CHANNEL}_vectors": vectors.astype(np.float16), f"{REGION_CHANNEL}_counts": counts}

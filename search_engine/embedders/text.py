@@ -49,6 +49,16 @@ class SentenceEmbedder:
         self.spec = EmbedderSpec(kind=kind, model=model, modality="text", multi_vector=False, dim=dim)
 
     def _encode(self, texts: list[str]) -> np.ndarray:
+        """Vectors in the order of `texts`. Batches are formed from texts of similar length (sorted by
+        length, then put back in order): a batch is padded to its longest text, and page regions range
+        from a word to a few hundred, so unsorted batches spent most of their time on padding."""
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        vectors = self._encode_in_order([texts[i] for i in order])
+        result = np.empty_like(vectors)
+        result[order] = vectors
+        return result
+
+    def _encode_in_order(self, texts: list[str]) -> np.ndarray:
         torch = self._torch
         out = []
         for chunk in batched(texts, self.batch_size):
