@@ -176,3 +176,27 @@ def test_vimrag_trainer_step_trains_every_step_with_its_trajectorys_advantage(ti
     record = trainer.rl_step()
     assert record["episodes"] == 4 and record["turns"] == 5.0 and record["pruned_turns"] == pytest.approx(0.4)
     assert record["logprob_gap"] < 1e-3  # the trainer's forward saw what the model saw
+
+
+@pytest.mark.slow
+def test_train_tiny_runs_the_vimrag_agent_with_the_three_estimators(tmp_path):
+    """`scripts/train_tiny.py --agent vimrag` as a user runs it (shortened): SFT on scripted steps, then GRPO, GGPO
+    and GiGPO-style from the same SFT model; the summary has each run's first/last window and the plot is drawn.
+    (Whether the reward rises is measured by the full run, README; 2 steps only show the pipeline works.)"""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    out = tmp_path / "tiny_vimrag"
+    proc = subprocess.run([sys.executable, str(repo / "scripts" / "train_tiny.py"), "--agent", "vimrag", "--out",
+                           str(out), "--steps", "2", "--sft-episodes", "2", "--sft-epochs", "1", "--no-progress"],
+                          capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["agent"] == "vimrag" and summary["sft"]["steps"] > 0
+    for algo in ("grpo", "ggpo", "gigpo"):
+        assert summary[algo]["steps"] == 2 and "first" in summary[algo]["reward"]
+        records = [json.loads(line) for line in (out / algo / "metrics.jsonl").read_text().splitlines()]
+        assert len(records) == 2 and all(r["episodes"] == 16 for r in records)
+    assert (out / "curves.png").stat().st_size > 0
