@@ -30,6 +30,7 @@ from vrag_rl.rollout.vimrag_rollout import energy_for_prompt_length, run_vim_epi
 from vrag_rl.train.forward import response_logprobs
 
 REVENUE = QUESTIONS[0]
+QUERY = "Acme Robotics total revenue 2023"  # ranks the reference page first (as in test_verl_agent_loop)
 
 
 def call(name: str, arguments: dict) -> str:
@@ -39,8 +40,8 @@ def call(name: str, arguments: dict) -> str:
 class TeacherForcedGenerate:
     """Scripted replies by what the prompt shows; logprobs from the tiny model on exactly (ids, images) given.
 
-    Episode plan: search s1 with the keyword, memorise, search s2 (a dead end), memorise, answer built on s1 —
-    the right answer when the step's seed is even, a wrong one otherwise (so a group has both outcomes).
+    Episode plan: search s1 (it finds the reference page), memorise, search s2 (a dead end), memorise, answer built
+    on s1 — the right answer when the step's seed is even, a wrong one otherwise (so a group has both outcomes).
     """
 
     def __init__(self, model, processor):
@@ -57,7 +58,7 @@ class TeacherForcedGenerate:
             return call("add_answer_node", {"answer": answer, "parent_ids": ["s1"]})
         if '"id":"s1"' in prompt:
             return call("add_search_node", {"id": "s2", "query": "bicycle commuters", "parent_ids": ["root"]})
-        return call("add_search_node", {"id": "s1", "query": REVENUE["keyword"], "parent_ids": ["root"]})
+        return call("add_search_node", {"id": "s1", "query": QUERY, "parent_ids": ["root"]})
 
     async def __call__(self, prompt_ids, sampling, images) -> GenerateOutput:
         prompt = self.tok.decode(prompt_ids)
@@ -119,7 +120,8 @@ def test_each_step_is_a_sample_trained_on_exactly_what_the_model_saw(tiny, text_
     assert trajectory.pruned_steps(settings, 0.0, REVENUE["reference_pages"]) == [0, 1]
     assert trajectory.pruned_steps(AlgorithmSettings("grpo"), 1.0, REVENUE["reference_pages"]) == []
     keys = trajectory.state_keys()
-    assert keys[0] == ((), frozenset()) and keys[2] == (("revenue",), frozenset({"acme_annual_report_2023_2"}))
+    assert trajectory.result.graph.nodes["s1"].retrieved_ids == list(REVENUE["reference_pages"])
+    assert keys[0] == ((), frozenset()) and keys[2] == ((QUERY.lower(),), frozenset(REVENUE["reference_pages"]))
 
 
 def test_the_energy_budget_decides_which_memory_images_fit_the_prompt_length(tiny, text_search_server):
