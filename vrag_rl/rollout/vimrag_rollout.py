@@ -92,6 +92,7 @@ class StepSample(Trajectory):
     for an unusable reply); `result` is the whole episode's, shared by its steps.
     """
 
+    result: Any  # the episode's `VimRAGResult`, shared by its steps (the training forward reads none of it)
     step: int = 0
     node_ids: tuple[str, ...] = ()
 

@@ -67,6 +67,9 @@ class VimRAGTrainer(LocalTrainer):
         if config.agent_type != "vimrag":
             raise ValueError("VimRAGTrainer needs agent_type: vimrag in the run config")
         self.vim_settings = VimRAGTrainingSettings.from_dict(dict(config.vimrag))
+        if config.reward_config().retrieval_source != "ranked":
+            raise ValueError("reward.retrieval_source must be 'ranked' for VimRAG: its result lists every page its "
+                             "searches returned, in rank order (it has no transcript of shown pages)")
         super().__init__(config, progress)
         if self.vim_settings.max_prompt_length is not None and self.vim_settings.text_tokens > 0:
             self.agent_config = energy_for_prompt_length(self.agent_config, self.vim_settings.max_prompt_length,
@@ -82,7 +85,7 @@ class VimRAGTrainer(LocalTrainer):
                                                    max_prompt_length=self.vim_settings.max_prompt_length)
         finally:
             await search.aclose()
-        rewards = await asyncio.gather(*(score_episode(t.result, t.extra["reference"], self.reward_config)
+        rewards = await asyncio.gather(*(score_episode(t.result, t.extra["reference"], self.reward_config)  # type: ignore[arg-type]
                                          for t in trajectories))
         for trajectory, reward in zip(trajectories, rewards):
             trajectory.reward = reward
@@ -129,7 +132,8 @@ class VimRAGTrainer(LocalTrainer):
         for epoch in range(epochs):
             self.rng.shuffle(order)
             for start in range(0, len(order), batch_size):
-                loss, grad_norm = self._sft_update([steps[i] for i in order[start:start + batch_size]])
+                batch = [steps[i] for i in order[start:start + batch_size]]  # SFTSample's fields, duck-typed
+                loss, grad_norm = self._sft_update(batch)  # type: ignore[arg-type]
                 history.append({"epoch": epoch, "loss": loss, "grad_norm": grad_norm})
         for group in self.optimizer.param_groups:
             group["lr"] = self.config.lr

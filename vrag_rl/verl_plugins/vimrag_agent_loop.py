@@ -104,6 +104,10 @@ def vimrag_plugin_settings(config: Any) -> VimRAGPluginSettings:
     if not bool((root.get("trainer") or {}).get("use_v1", True)):
         raise PluginSettingsError("vimrag_agent returns one row per model call; only verl's v1 trainer "
                                   "(trainer.use_v1=true) accepts several outputs per run()")
+    retrieval = ((root.get("vrag") or {}).get("reward") or {}).get("retrieval_source", "shown")
+    if retrieval != "ranked":
+        raise PluginSettingsError("vrag.reward.retrieval_source must be 'ranked' for vimrag_agent: a VimRAG result "
+                                  "lists every page its searches returned, in rank order")
     response = data.get("max_response_length")
     if response is not None and vim.max_tokens > response:
         raise PluginSettingsError(f"vimrag.agent.max_tokens ({vim.max_tokens}) exceeds data.max_response_length "
@@ -166,7 +170,7 @@ class VimRAGAgentLoop(AgentLoopBase):
         finally:
             await search.aclose()
         result = trajectory.result
-        reward = await score_episode(result, reference, settings.reward_config())
+        reward = await score_episode(result, reference, settings.reward_config())  # type: ignore[arg-type]
         pruned = trajectory.pruned_steps(settings.algorithm_settings, reward.outcome, reference.reference_pages)
         parts = {"total": reward.total, "outcome": reward.outcome, "format": reward.format,
                  "retrieval": reward.retrieval}
