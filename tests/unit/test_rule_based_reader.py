@@ -137,6 +137,19 @@ def test_key_value_fields_and_shortest_spans():
     assert answer_span(text, question, question_form(question)) == (text, 1)
 
 
+def test_identifiers_and_rows_found_by_their_cell():
+    """Technical documents answer "which command/option" with an identifier, and a table row can be found by
+    the cell the question quotes: the answer is then the row's label."""
+    layout = _page(Region("p", "text", (0, 0, 600, 40), "To simulate overprint, set the -dSimulateOverprint "
+                                                      "option on the command line."),
+                   _table("t", [["Command", "Note"], ["\\citet{key}", "Textual citation"],
+                                ["\\citealt{key}", "For use with manual brackets"]], y=200))
+    reading = Reader(None).read("Which option simulates overprint on the command line?", layout)
+    assert reading is not None and reading.answer == "-dSimulateOverprint"
+    reading = Reader(None).read("Which command is noted as 'For use with manual brackets'?", layout)
+    assert reading is not None and reading.answer == "\\citealt{key}" and reading.kind == "table"
+
+
 def test_sentences_join_wrapped_lines_and_keep_rows_apart():
     text = "The board approved a dividend of\n0.42 dollars per share, payable in April.\nBus 34%\nMetro 29%"
     assert [s.text for s in sentences_of(text)] == [

@@ -81,10 +81,7 @@ class Reader:
     def read(self, question: str, layout: PageLayout, within: Box | None = None, context: str = "") -> Reading | None:
         """The best supported answer on the page (only from regions meeting `within`, when given), or None.
         `context`: text around what `layout` shows (a crop's page title), half credit like a running header."""
-        ranked = self.rank(question, layout, within, context)
-        if not ranked or ranked[0].coverage < MIN_COVERAGE:
-            return None
-        return ranked[0]
+        return next((r for r in self.rank(question, layout, within, context) if r.coverage >= MIN_COVERAGE), None)
 
     def rank(self, question: str, layout: PageLayout, within: Box | None = None, context: str = "") -> list[Reading]:
         """Every candidate answer that fits the question's form, best first (supported or not)."""
@@ -95,8 +92,8 @@ class Reader:
             return []
         # the page's running header/footer, its title, its id and the caller's context name the document:
         # half credit (see TermWeights), and they locate nothing within the page
-        titles = [r for r in layout.regions if r.kind in ("header", "footer")]
-        titles += [r for r in layout.regions if r.kind == "heading"][:1]
+        titles = [r for r in layout.regions if r.kind in ("header", "footer", "heading")]
+        titles += [r for r in layout.regions[:1] if len(r.text.split()) <= 12]  # a cover's or slide's title
         page_terms = set().union(set(), *(terms_of(r.text) for r in titles))
         page_terms |= terms_of(re.sub(r"[_\-.]+", " ", layout.page_id)) | terms_of(context)
         ignore = frozenset(page_terms)

@@ -18,7 +18,8 @@ from vrag_rl.reader.values import _REFERENCE_LABEL, Value, named_in, values_in
 # capital before the dot ("J. Smith") or a short lowercase abbreviation ("e.g.", "approx.") does not end one.
 _SENTENCE_END = re.compile(r"(?<=[.!?])(?<!\b[A-Z]\.)(?<!\b[a-z]\.)(?<!\be\.g\.)(?<!\bi\.e\.)\s+(?=[A-Z0-9\"“(\[])|"
                            r"(?<=[。！？；])")
-_NAME = re.compile(r"(?<![\w\\-])(?:[A-Z][\w'’&.-]*|\d+[A-Za-z][\w-]*)(?:\s+(?:(?:of|de|du|van|von|and|&|for|the)\s+)?"
+_NAME = re.compile(r"(?<![\w\\-])(?:[A-Z][\w'’&.-]*|\d+[A-Za-z][\w-]*)"
+                   r"(?:\s+(?:(?:of|de|du|van|von|zu|der|la|le|di|da|and|&|for|the)\s+)?"
                    r"(?:[A-Z][\w'’&.-]*|\d+[A-Za-z][\w-]*))*")
 
 
