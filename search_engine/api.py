@@ -51,7 +51,7 @@ from search_engine.http_guard import (
     keys_match,
     validation_error_body,
 )
-from search_engine.malloc_tuning import heap_trimming_enabled, release_free_memory
+from search_engine.malloc_tuning import bound_heap_growth, malloc_tuning_enabled, release_free_memory
 from search_engine.page_layout import PageLayout
 from search_engine.query_batcher import SearchBatcher
 from search_engine.regions import LayoutUnavailable
@@ -126,7 +126,7 @@ def create_app(engine: SearchEngine | None = None, index_dir: str | None = None,
         return dataclasses.replace(hit, image_url=page_image_url(hit.page_id),
                                    image_path=hit.image_path if expose_paths else "", metadata=metadata)
 
-    trim_heap = heap_trimming_enabled()
+    trim_heap = malloc_tuning_enabled()
 
     def search_batch(queries, top_k, doc_ids, channels):
         try:
@@ -272,6 +272,7 @@ def serve(index_dir: str, host: str = "127.0.0.1", port: int = 8002, api_key: st
     """Serve an index; `expose_paths=None` means: only when bound to a loopback address."""
     import uvicorn
 
+    bound_heap_growth()  # before the models load: without it RSS ratchets up under load (malloc_tuning)
     if expose_paths is None:
         expose_paths = default_expose_paths(host)
     app = create_app(index_dir=index_dir, api_key=api_key, device=device, expose_paths=expose_paths,
