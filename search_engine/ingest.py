@@ -608,7 +608,7 @@ def _embed_regions(embedder: Embedder, layouts: list[PageLayout], title: str) ->
     """(float32 vectors, one row per region; rows per page; each page's region search texts)."""
     from search_engine.layout_extraction import region_search_texts
 
-    per_page = [region_search_texts(layout, title) for layout in layouts]
+    per_page = [region_search_texts(layout, title, title_once=True) for layout in layouts]
     texts = [t for page in per_page for t in page]
     vectors = np.zeros((len(texts), embedder.spec.dim), np.float32)
     wanted = [i for i, t in enumerate(texts) if t]

@@ -522,10 +522,17 @@ def _has_rulings(page: pymupdf.Page) -> bool:
     finder costs ~0.2-0.5 s a page, and finds nothing on a page without rulings."""
     horizontal = vertical = 0
     for path in page.get_cdrawings():
+        stroked = "s" in (path.get("type") or "")
         for item in path.get("items", ()):
             if item[0] == "re":
-                horizontal += 2
-                vertical += 2
+                x1, y1, x2, y2 = item[1]
+                if stroked:  # a framed box: four rules
+                    horizontal += 2
+                    vertical += 2
+                elif abs(y2 - y1) <= 2 < abs(x2 - x1):  # a thin filled bar is a rule; a filled box is a background
+                    horizontal += 1
+                elif abs(x2 - x1) <= 2 < abs(y2 - y1):
+                    vertical += 1
             elif item[0] == "l":
                 (x1, y1), (x2, y2) = item[1], item[2]
                 if abs(y1 - y2) < 1 and abs(x2 - x1) > 5:
@@ -746,14 +753,17 @@ def ocr_page_layout(image: Image.Image, page_id: str, lang: str | None = None) -
 SEARCHED_KINDS = frozenset({"text", "list", "table", "figure", "caption"})
 
 
-def region_search_texts(layout: PageLayout, title: str = "") -> list[str]:
+def region_search_texts(layout: PageLayout, title: str = "", title_once: bool = False) -> list[str]:
     """Per region (in `layout.regions` order) the text the search channels score it by: the document's
     title, the section heading above it, its caption and its text — a paragraph alone often lacks the
     subject its heading and its document name (DPR prepends a passage's article title for the same
     reason). With the title on every region, a question naming the document ("... in the MNRAS guide")
-    matches all its pages alike instead of favouring its title page. "" for headings (carried by the
-    regions under them) and running headers/footers, which say nothing about the page."""
+    matches all its pages alike instead of favouring its title page. `title_once`: the title leads only
+    the page's first searched region (the embedder's texts: a fifth fewer tokens, and the page vector, their
+    mean, still carries it). "" for headings (carried by the regions under them) and running
+    headers/footers, which say nothing about the page."""
     heading = ""
+    titled = False
     texts = []
     for region in layout.regions:
         if region.kind == "heading":
@@ -763,8 +773,9 @@ def region_search_texts(layout: PageLayout, title: str = "") -> list[str]:
         if region.kind not in SEARCHED_KINDS or not (region.text.strip() or region.caption.strip()):
             texts.append("")
             continue
-        parts = [title, heading, region.caption,
+        parts = ["" if title_once and titled else title, heading, region.caption,
                  region.text.replace("\n", " ; ") if region.kind != "text" else region.text]
+        titled = True
         texts.append(" ".join(p for p in parts if p).strip())
     return texts
 
