@@ -109,6 +109,19 @@ def rss_mib(process: psutil.Process) -> float:
     return process.memory_info().rss / 2**20
 
 
+def anon_mib(process: psutil.Process) -> float:
+    """The anonymous part of RSS (heap, tensors): what an allocator keeps. The rest is file-backed (the
+    model's safetensors are mapped) and the kernel drops it under memory pressure, which moves RSS alone."""
+    try:
+        with open(f"/proc/{process.pid}/status") as status:
+            for line in status:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
 def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 180.0) -> None:
     import urllib.request
 
@@ -160,8 +173,9 @@ def main(argv: list[str] | None = None) -> None:
         doc_ids, page_ids = _corpus_ids(url)
         print(f"server pid {proc.pid}, index {index_dir}, {len(doc_ids)} documents, {len(page_ids)} pages; "
               f"env {args.server_env or 'unchanged'}", flush=True)
-        print(f"RSS after start: {rss_mib(server):.0f} MiB", flush=True)
-        rows = []
+        print(f"RSS after start: {rss_mib(server):.0f} MiB (anonymous {anon_mib(server):.0f})", flush=True)
+        rows: list[float] = []
+        anons: list[float] = []
         for round_no in range(1, args.rounds + 1):
             started = time.monotonic()
             counts = asyncio.run(run_round(url, args.clients, args.seconds, args.seed + round_no, doc_ids,
@@ -169,15 +183,18 @@ def main(argv: list[str] | None = None) -> None:
             elapsed = time.monotonic() - started
             busy = rss_mib(server)
             time.sleep(args.idle)
-            idle = rss_mib(server)
+            idle, anon = rss_mib(server), anon_mib(server)
             rows.append(idle)
+            anons.append(anon)
             served = counts.get("ok", 0)
             other = dict(sorted((k, v) for k, v in counts.items() if k != "ok"))
             print(f"round {round_no}: {served} ok in {elapsed:.0f} s ({served / elapsed:.1f}/s), other {other}, "
-                  f"RSS end {busy:.0f} MiB, after {args.idle:.0f} s idle {idle:.0f} MiB", flush=True)
+                  f"RSS end {busy:.0f} MiB, after {args.idle:.0f} s idle {idle:.0f} MiB (anonymous {anon:.0f})",
+                  flush=True)
         growth = rows[-1] / rows[0] - 1 if rows else 0.0
         print(f"RSS after round {len(rows)} vs round 1 (idle): {rows[-1]:.0f} / {rows[0]:.0f} MiB = "
-              f"{growth * 100:+.1f}% ({'within' if growth <= 0.15 else 'OVER'} the 15% bound)", flush=True)
+              f"{growth * 100:+.1f}% ({'within' if growth <= 0.15 else 'OVER'} the 15% bound); anonymous "
+              f"{anons[-1]:.0f} / {anons[0]:.0f} MiB = {(anons[-1] / anons[0] - 1) * 100:+.1f}%", flush=True)
     finally:
         proc.terminate()
         try:
