@@ -175,9 +175,8 @@ def test_reward_grpo_ggpo_and_verls_policy_loss_on_one_batch(batch, composed):
     from verl.trainer.ppo.ray_trainer import compute_advantage
     from verl.workers.config.actor import ActorConfig
 
-    from vrag_rl.algos import grpo_advantages
+    from vrag_rl.algos import AlgorithmSettings, grpo_advantages
     from vrag_rl.rollout import Trajectory
-    from vrag_rl.algos import AlgorithmSettings
     from vrag_rl.verl_plugins.reward import episode_from_record, reference_from_extra_info
 
     data, spans, processor = batch
