@@ -194,7 +194,8 @@ def parse_chat_completion(body: bytes) -> PolicyReply:
         raise PolicyError("policy response's first choice has no `message` object")
     text = _content_text(message.get("content"))
     finish = choice.get("finish_reason")
-    usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
+    raw_usage = payload.get("usage")
+    usage = raw_usage if isinstance(raw_usage, dict) else {}
     return PolicyReply(text=_scrub(text), finish_reason=finish if isinstance(finish, str) else None,
                        prompt_tokens=_count(usage.get("prompt_tokens")),
                        completion_tokens=_count(usage.get("completion_tokens")))
@@ -224,8 +225,9 @@ def _content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):  # content parts: keep the text ones
-        texts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
-        if all(isinstance(t, str) for t in texts) and texts:
+        parts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        texts = [t for t in parts if isinstance(t, str)]
+        if texts and len(texts) == len(parts):
             return "".join(texts)
     raise PolicyError(f"policy reply content is a {type(content).__name__}, not text")
 

@@ -164,12 +164,14 @@ class TokenRecordingPolicy:
         if messages[self._n_messages].get("content") != self._last_reply:
             raise PolicyError("the assistant message differs from the reply the policy gave; the recorded "
                               "tokens would not match the conversation")
+        last_reply = self._last_reply
+        assert last_reply is not None, "generate() records a reply with every turn span"
         with_reply = self._template(messages[: self._n_messages + 1], add_generation_prompt=False)
         full = self._template(messages, add_generation_prompt=True)
-        if not with_reply.startswith(self._rendered + self._last_reply) or not full.startswith(with_reply):
+        if not with_reply.startswith(self._rendered + last_reply) or not full.startswith(with_reply):
             raise PolicyError("the chat template re-renders earlier turns differently (not append-only); "
                               "the trajectory cannot be recorded token by token")
-        closing = with_reply[len(self._rendered) + len(self._last_reply):]  # e.g. "<|im_end|>\n"
+        closing = with_reply[len(self._rendered) + len(last_reply):]  # e.g. "<|im_end|>\n"
         start, end = self.turn_spans[-1]
         if end > start and self.response_ids[end - 1] in self._eos_ids:
             eos_text = self.tokenizer.decode([self.response_ids[end - 1]])
