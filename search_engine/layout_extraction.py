@@ -33,9 +33,9 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from search_engine.page_layout import Box, PageLayout, Region, TableCell
+from search_engine.page_layout import Box, PageLayout, Region, RegionKind, TableCell
 
 if TYPE_CHECKING:  # pragma: no cover
     import pymupdf
@@ -361,7 +361,7 @@ def _split_paragraphs(block: _Block) -> list[list[_Line]]:
     return [p for p in parts if p]
 
 
-def _margin_kind(box: Box, text: str, running: frozenset[str], page_h: float) -> str | None:
+def _margin_kind(box: Box, text: str, running: frozenset[str], page_h: float) -> Literal["header", "footer"] | None:
     """"header"/"footer" for short text in the outermost band, or repeated across pages in the wider band."""
     if len(text.split()) > 25:
         return None
@@ -432,7 +432,7 @@ def _compose(page_id: str, blocks: list[_Block], tables: list[_Table], figures: 
     body = _body_size(blocks)
     body_bold = sum(len(ln.text) for b in blocks for ln in b.lines if ln.bold) > 0.5 * max(
         1, sum(len(ln.text) for b in blocks for ln in b.lines))
-    margin: dict[int, str] = {}
+    margin: dict[int, RegionKind] = {}
     for block in blocks:
         kind = _margin_kind(block.box, block.text, running, page_h)
         if kind is not None:
@@ -440,7 +440,8 @@ def _compose(page_id: str, blocks: list[_Block], tables: list[_Table], figures: 
             used.add(block.order)
     _attach_captions(blocks, [*tables, *figures], used)
     _figure_texts(figures, blocks, used)
-    for item in [*tables, *figures]:
+    placed: list[_Table | _Figure] = [*tables, *figures]
+    for item in placed:
         if not item.order:
             later = [b.order for b in blocks if b.box[1] >= item.box[1] and b.order not in used]
             item.order = (min(later) - 0.5) if later else len(blocks) + item.box[1] / max(page_h, 1)
@@ -449,7 +450,7 @@ def _compose(page_id: str, blocks: list[_Block], tables: list[_Table], figures: 
     for block in blocks:
         if block.order in margin:  # running headers first, footers last, whatever the content stream's order
             key = block.order - len(blocks) - 1 if margin[block.order] == "header" else block.order + 2 * len(blocks)
-            entries.append((key, Region("", margin[block.order], px(block.box), block.text)))  # type: ignore[arg-type]
+            entries.append((key, Region("", margin[block.order], px(block.box), block.text)))
             continue
         if block.order in used:
             continue
@@ -459,11 +460,11 @@ def _compose(page_id: str, blocks: list[_Block], tables: list[_Table], figures: 
         if _is_caption(block.text) and block.words <= MAX_CAPTION_WORDS:  # of a figure not found as such
             entries.append((block.order, Region("", "caption", px(block.box), block.text)))
             continue
-        kind = "list" if _BULLET.match(block.lines[0].text) and len(block.lines) > 1 else "text"
+        body_kind: RegionKind = "list" if _BULLET.match(block.lines[0].text) and len(block.lines) > 1 else "text"
         for k, part in enumerate(_split_paragraphs(block)):
             text = _join_lines(line.text for line in part)
             if text:
-                entries.append((block.order + k * 1e-3, Region("", kind, px(_union(ln.box for ln in part)), text)))
+                entries.append((block.order + k * 1e-3, Region("", body_kind, px(_union(ln.box for ln in part)), text)))
     for table in tables:
         cells = [TableCell(r, c, text, px(box), r < table.header_rows or c < table.header_cols)
                  for r, row in enumerate(table.rows) for c, (text, box) in enumerate(row)]
@@ -489,7 +490,7 @@ def _pdf_blocks(page: pymupdf.Page) -> list[_Block]:
     import pymupdf
 
     flags = pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES
-    blocks = []
+    blocks: list[_Block] = []
     for raw in page.get_text("dict", flags=flags)["blocks"]:
         if raw.get("type", 0) != 0:
             continue
@@ -508,7 +509,7 @@ def _pdf_blocks(page: pymupdf.Page) -> list[_Block]:
                     pieces[-1] = _Piece((prev.text + joiner + span["text"]).strip(), _union([prev.box, box]),
                                         max(prev.size, span["size"]), prev.bold and bold)
                 else:
-                    pieces.append(_Piece(span["text"].strip(), box, span["size"], bold))  # type: ignore[arg-type]
+                    pieces.append(_Piece(span["text"].strip(), box, span["size"], bold))
             text = re.sub(r"\s+", " ", " ".join(p.text for p in pieces)).strip()
             size = max(s["size"] for s in spans)
             lines.append(_Line(text, _union(p.box for p in pieces), size, all(p.bold for p in pieces), pieces))
@@ -565,7 +566,7 @@ def _pdf_ruled_tables(page: pymupdf.Page, blocks: list[_Block]) -> list[_Table]:
                 inside = [w for w in words
                           if box[0] <= (w[0] + w[2]) / 2 <= box[2] and box[1] <= (w[1] + w[3]) / 2 <= box[3]]
                 inside.sort(key=lambda w: (w[5], w[6], w[7]))
-                cells.append((" ".join(w[4] for w in inside), box))  # type: ignore[arg-type]
+                cells.append((" ".join(w[4] for w in inside), box))
             grid.append(cells)
             row_box = tuple(row.bbox)
             texts = [c for c, _ in cells if c]
@@ -577,7 +578,7 @@ def _pdf_ruled_tables(page: pymupdf.Page, blocks: list[_Block]) -> list[_Table]:
         if filled < 0.5 * sum(len(row) for row in grid):
             continue  # rulings around few words: a chart's bars and axes, a form, a framed box — not a table
         header_rows = _header_rows(grid, bold_rows)
-        tables.append(_Table(tuple(found.bbox), grid, header_rows, _header_cols(grid, header_rows)))  # type: ignore[arg-type]
+        tables.append(_Table(tuple(found.bbox), grid, header_rows, _header_cols(grid, header_rows)))
     return tables
 
 
@@ -595,11 +596,11 @@ def _pdf_figures(page: pymupdf.Page, tables: list[_Table]) -> list[_Figure]:
     """Images and clusters of vector drawings large enough to be a picture or a chart, not a table's
     rulings, not a full-page background."""
     page_box = tuple(page.rect)
-    page_area = _area(page_box)  # type: ignore[arg-type]
+    page_area = _area(page_box)
     candidates: list[Box] = []
     for info in page.get_image_info():
         box = tuple(info["bbox"])
-        candidates.append(box)  # type: ignore[arg-type]
+        candidates.append(box)
     try:
         paths = page.get_cdrawings()
         if len(paths) > MAX_CLUSTERED_PATHS:  # a map or a plot of many points: one picture
@@ -613,9 +614,9 @@ def _pdf_figures(page: pymupdf.Page, tables: list[_Table]) -> list[_Figure]:
         # a chart or diagram is drawn with several paths; one or two (a banner behind a title, a frame
         # around a text box, a rule) are decoration
         box = tuple(cluster)
-        drawn = sum(1 for path in paths if _inside(tuple(path["rect"]), _grow(box, 1.0), 0.9))  # type: ignore[arg-type]
+        drawn = sum(1 for path in paths if _inside(tuple(path["rect"]), _grow(box, 1.0), 0.9))
         if drawn >= 3:
-            candidates.append(box)  # type: ignore[arg-type]
+            candidates.append(box)
     figures: list[_Figure] = []
     for box in candidates:
         w, h = box[2] - box[0], box[3] - box[1]
@@ -636,7 +637,7 @@ def running_texts(doc: pymupdf.Document, band: float = RUNNING_BAND) -> frozense
     """`running_key`s of short text printed in the top or bottom band of at least two pages of the
     document: its running headers and footers (titles, chapter names, "Page n")."""
     seen: Counter[str] = Counter()
-    for page in doc:
+    for page in doc.pages():
         height = page.rect.height
         keys = set()
         for _x1, y1, _x2, y2, text, *_ in page.get_text("blocks"):
