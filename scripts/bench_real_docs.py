@@ -387,8 +387,10 @@ def run_end_to_end(examples: Sequence[Any], index: Path, work_dir: Path, *, poli
         servers.append(search)
         if policy_url is None:
             policy_port = _free_port()
+            # As run_demo.sh does: the stand-in reads the page layouts the search server stored.
             policy = ServerProcess("policy server", ["-m", "vrag_rl.policy_server", "serve", "--backend",
-                                                     policy_backend, "--port", str(policy_port)],
+                                                     policy_backend, "--port", str(policy_port),
+                                                     "--search-url", f"http://127.0.0.1:{search_port}"],
                                    f"http://127.0.0.1:{policy_port}/health", work_dir / "policy.log")
             servers.append(policy)
             policy.wait_healthy()

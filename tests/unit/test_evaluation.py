@@ -68,6 +68,9 @@ def test_contains_match():
     assert contains_match("RouteFinder", ["TransitGo", "routefinder"]) == 1.0
     assert contains_match("anything", "") == 0.0
     assert contains_match(None, "x") == 0.0
+    # Chinese has no spaces between words: a reference inside a sentence counts, a different one does not.
+    assert contains_match("数据中心采用了三层网络架构。", "三层网络") == 1.0
+    assert contains_match("数据中心采用了两层网络架构。", "三层网络") == 0.0
 
 
 def test_recall_at_k():

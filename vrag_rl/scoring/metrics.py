@@ -21,6 +21,9 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)
 
 
+_CJK_CHAR = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+
+
 def normalize_answer(text: str | None) -> str:
     """SQuAD v1.1 normalisation (Rajpurkar et al. 2016, official eval script).
 
@@ -127,6 +130,10 @@ def contains_match(pred: str | None, refs: Refs) -> float:
         ref = normalize_answer(r)
         if not ref:
             return 0.0
+        if _CJK_CHAR.search(ref):
+            # Chinese/Japanese/Korean text has no spaces between words: whole-token matching would
+            # miss a reference inside a sentence, so compare the texts with spaces removed.
+            return float(ref.replace(" ", "") in normalize_answer(p).replace(" ", ""))
         return float(f" {ref} " in f" {normalize_answer(p)} ")
 
     return _best(pred, refs, one)
