@@ -19,6 +19,7 @@ import io
 import logging
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -140,7 +141,7 @@ def create_app(engine: SearchEngine | None = None, index_dir: str | None = None,
     app.state.search_batcher = batcher
 
     async def run_search(queries: list[str], top_k: int, doc_ids: list[str] | None,
-                         channels: list[str] | None = None):
+                         channels: Sequence[str] | None = None):
         try:
             return await batcher.search(queries, top_k, doc_ids, channels)
         except KeyError as exc:
@@ -246,7 +247,8 @@ def create_app(engine: SearchEngine | None = None, index_dir: str | None = None,
         items["enum"] = sorted(app.state.engine.stats()["channels"]) or ["text"]
         return schema
 
-    app.openapi = openapi
+    # Replacing app.openapi is FastAPI's documented way to customise the schema; its class declares a method.
+    app.openapi = openapi  # type: ignore[method-assign]
     return app
 
 

@@ -6,7 +6,7 @@ Integer fields take integral floats (`top_k: 5.0`) because JSON Schema's `intege
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
@@ -22,6 +22,10 @@ NOT_BLANK = (r"[^\u0009-\u000d\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028
              r"\u205f\u3000]")
 QueryText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_QUERY_CHARS, pattern=NOT_BLANK)]
 DocId = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=ID_PATTERN.pattern)]
+if TYPE_CHECKING:  # a type built by a call is opaque to mypy; to it a top_k is an int, which is what it holds
+    TopK = int
+else:
+    TopK = whole_number(ge=1, le=MAX_TOP_K)
 
 
 def check_queries(queries: list[str]) -> list[str]:
@@ -38,7 +42,7 @@ class SearchRequest(BaseModel):
     queries: list[QueryText] = Field(..., min_length=1, max_length=MAX_QUERIES,
                                  description=f"1 to {MAX_QUERIES} queries, each 1 to {MAX_QUERY_CHARS} characters "
                                              "with at least one that is not whitespace")
-    top_k: whole_number(ge=1, le=MAX_TOP_K) = Field(5, description="integral floats such as 5.0 count as "
+    top_k: TopK = Field(5, description="integral floats such as 5.0 count as "
                                                                     "integers, as in JSON Schema")
     doc_ids: list[DocId] | None = Field(None, max_length=MAX_DOC_IDS,
                                         description="restrict the search to these documents (404 if none is known)")

@@ -126,11 +126,12 @@ class SearchEngine:
             page_ids.extend(entry.page_ids)
             for channel in ("visual", "text"):
                 seg = entry.segments.get(channel)
-                if manifest.spec(channel) is None:
+                spec = manifest.spec(channel)
+                if spec is None:
                     continue
                 if seg is None:
                     raise RuntimeError(f"document {entry.doc_id} has no {channel} segment")
-                if channel == "text" or not manifest.spec(channel).multi_vector:
+                if channel == "text" or not spec.multi_vector:
                     vectors[channel].append(np.load(self.index_dir / seg["file"], mmap_mode="r"))
                 counts[channel].extend(seg["counts"])
         page_index = {pid: i for i, pid in enumerate(page_ids)}
@@ -285,7 +286,7 @@ class SearchEngine:
             if len(unknown) == len(doc_ids):
                 raise KeyError(f"unknown document id(s): {', '.join(unknown)}")
             valid = np.isin(state.doc_of_page, list(doc_ids))
-        results = []
+        results: list[list[SearchHit]] = []
         depth = max(top_k * 4, 50)
         regions = state.regions
         region_scores = region_scores or {}
@@ -294,7 +295,7 @@ class SearchEngine:
         # in the region view: without this it would get only half its channel's vote and sink below pages
         # that have regions, whatever it says.
         regionless = None
-        if region_mask is not None:
+        if regions is not None and region_mask is not None:  # (region_mask is only set when regions is)
             regionless = np.ones(num_pages, bool)
             regionless[regions.page_row[region_mask]] = False
         for qi in range(num_queries):
@@ -308,7 +309,7 @@ class SearchEngine:
                 order = ranks_from_scores(row, valid & (row > 0) if name == "bm25" else valid, depth)
                 rankings[name] = order
                 channel_rank[name] = {int(p): r + 1 for r, p in enumerate(order)}
-                if name in region_scores and region_mask is not None:
+                if name in region_scores and regions is not None and region_mask is not None:
                     region_row = region_scores[name][qi]
                     best = regions.best_per_page(region_row, region_mask, num_pages)
                     best[regionless] = row[regionless]

@@ -119,7 +119,8 @@ def whole_number(**bounds: int) -> Any:
     is strict or not; its JSON schema is `integer` with `bounds` (ge, le, lt, gt) as minimum/maximum.
     The bounds sit inside, on the int itself: given as `Field(ge=...)` around the validated type, pydantic
     writes them into the schema as `ge`/`le`, which are not JSON Schema keywords."""
-    return Annotated[StrictInt, Field(**bounds), BeforeValidator(_whole_number)]
+    limits: dict[str, Any] = dict(bounds)  # Field's overloads mix keyword types; int-only ** matches none
+    return Annotated[StrictInt, Field(**limits), BeforeValidator(_whole_number)]
 
 
 WholeNumber = whole_number()

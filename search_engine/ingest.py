@@ -149,8 +149,9 @@ class Ingestor:
         defaults = {"visual": None, "text": "minilm"}
         for channel in ("visual", "text"):
             recorded = manifest.spec(channel)
-            if channel in self._embedders and self._embedders[channel] is not None:
-                embedder = self._embedders[channel]
+            cached = self._embedders.get(channel)
+            if cached is not None:
+                embedder = cached
             else:
                 name = wanted[channel]
                 if name == AUTO:
@@ -251,8 +252,9 @@ class Ingestor:
                     else:
                         layout = empty_layout(page_id, size)
                     layouts.append(layout)
-            if embedders.get("text") is not None:
-                arrays = _region_arrays(embedders["text"], layouts, self._title)
+            region_embedder = embedders.get("text")
+            if region_embedder is not None:
+                arrays = _region_arrays(region_embedder, layouts, self._title)
                 rel = Path("segments") / REGION_CHANNEL / f"{entry.doc_id}.{entry.sha1[:12]}.npy"
                 atomic_save_npy(self.index_dir / rel, arrays[f"{REGION_CHANNEL}_vectors"])
                 entry.segments[REGION_CHANNEL] = {"file": rel.as_posix(),
@@ -467,12 +469,13 @@ class Ingestor:
                                           extra=dict(rendered.extra)))
                 images.append(rendered.image)
         arrays: dict[str, np.ndarray] = {}
-        if embedders.get("visual") is not None:
-            vectors = embedders["visual"].embed_images(images)
+        visual_embedder, text_embedder = embedders.get("visual"), embedders.get("text")
+        if visual_embedder is not None:
+            vectors = visual_embedder.embed_images(images)
             arrays["visual_vectors"] = np.concatenate(vectors).astype(np.float16)
             arrays["visual_counts"] = np.asarray([v.shape[0] for v in vectors], np.int64)
-        if embedders.get("text") is not None:
-            arrays.update(_text_arrays(embedders["text"], [r.text for r in records], layouts, self._title))
+        if text_embedder is not None:
+            arrays.update(_text_arrays(text_embedder, [r.text for r in records], layouts, self._title))
         arrays["records"] = np.frombuffer(json.dumps([r.to_dict() for r in records]).encode(), dtype=np.uint8)
         arrays["layouts"] = _json_bytes([layout.to_dict() for layout in layouts])
         atomic_save_npz(chunk_file, **arrays)
