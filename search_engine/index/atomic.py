@@ -75,4 +75,5 @@ def atomic_save_npy(path: Path, array: np.ndarray) -> None:
 
 def atomic_save_npz(path: Path, **arrays: np.ndarray) -> None:
     with atomic_file(path) as fh:
-        np.savez(fh, **arrays)
+        named: dict[str, Any] = arrays  # savez's stubs also take allow_pickle=bool by keyword: ndarray-only ** misses
+        np.savez(fh, **named)

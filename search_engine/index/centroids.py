@@ -21,6 +21,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -155,7 +156,7 @@ class InvertedFile:
 
     @classmethod
     def load(cls, directory: Path, mmap: bool = True) -> InvertedFile:
-        mode = "r" if mmap else None
+        mode: Literal["r"] | None = "r" if mmap else None
         return cls(np.load(directory / "ivf_offsets.npy"), np.load(directory / "ivf_pages.npy", mmap_mode=mode))
 
 

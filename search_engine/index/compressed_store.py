@@ -61,7 +61,7 @@ def _npy_data_offset(path: Path) -> tuple[tuple[int, ...], np.dtype, int]:
 
 
 def _pread_exact(path: str, offset: int, out: np.ndarray) -> None:
-    view = memoryview(out.reshape(-1).view(np.uint8))
+    view = memoryview(out.reshape(-1).view(np.uint8))  # type: ignore[arg-type]  # numpy's stubs give ndarray __buffer__ only for Python >= 3.12
     fd = os.open(path, os.O_RDONLY)
     try:
         got = 0

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -115,9 +116,9 @@ def _publish(index_dir: Path, fast: FastMaxSim, segments: Sequence[SegmentInfo],
     root.mkdir(parents=True, exist_ok=True)
     existing = [int(p.name.split("-")[1]) for p in root.glob("gen-*") if p.name.split("-")[1].isdigit()]
     gen = root / f"gen-{max(existing, default=0) + 1:06d}"
-    extra = {"segments": [s.__dict__ for s in segments]}
+    extra: dict[str, Any] = {"segments": [s.__dict__ for s in segments]}
     if codec_id is not None:
-        extra.update(codec_id=codec_id, codec=fast.store.codec.spec, exact_rerank=exact_rerank)
+        extra.update(codec_id=codec_id, codec=fast.compressed_store().codec.spec, exact_rerank=exact_rerank)
     fast.save(gen, extra=extra)
     atomic_write_json(root / CURRENT, {"generation": gen.name})
     for old in root.glob("gen-*"):
@@ -173,8 +174,8 @@ def build_compressed_fast_index(index_dir: str | Path, codec: str = "pq32", num_
         raise ValueError(f"{index_dir} has no pages yet")
     root = fast_dir(index_dir)
     building = json.loads((root / BUILDING).read_text()) if (root / BUILDING).exists() else None
-    resumable = building and building.get("codec") == codec
-    if resumable and ResidualCodec.exists(_codec_dir(index_dir, building["codec_id"])):
+    if building and building.get("codec") == codec and ResidualCodec.exists(_codec_dir(index_dir,
+                                                                                        building["codec_id"])):
         codec_id = building["codec_id"]
         trained = ResidualCodec.load(_codec_dir(index_dir, codec_id))
         say(f"resuming the {codec} build {codec_id}: codec already trained")
@@ -226,7 +227,10 @@ def _open(index_dir: Path, gen: Path, manifest: Manifest, params: FastParams | N
 
     Returns (index, segments in row order, whether it was stale).
     """
-    dim = manifest.spec("visual").dim
+    spec = manifest.spec("visual")
+    if spec is None:
+        raise ValueError(f"{index_dir} has a fast index but no visual channel in its manifest")
+    dim = spec.dim
     old = _generation_segments(gen)
     new = manifest_segments(manifest)
     meta = json.loads((gen / "fast_meta.json").read_text())

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -37,6 +38,9 @@ from search_engine.index.centroids import Codebook, InvertedFile, default_num_ce
 from search_engine.index.compressed_store import CompressedTokenStore
 from search_engine.index.maxsim import exact_topk_streaming, maxsim_pages
 from search_engine.index.token_store import TokenStore
+
+if TYPE_CHECKING:
+    import torch
 
 FAST_META = "fast_meta.json"
 FAST_FORMAT = 1
@@ -72,7 +76,7 @@ class FastMaxSim:
         self.device = device
         self.deleted = np.zeros(store.num_pages, bool)
         self._centroids_t = np.ascontiguousarray(codebook.centroids.T)
-        self._centroids_torch = None
+        self._centroids_torch: torch.Tensor | None = None
 
     @property
     def num_pages(self) -> int:
@@ -159,14 +163,21 @@ class FastMaxSim:
     def compressed(self) -> bool:
         return isinstance(self.store, CompressedTokenStore)
 
+    def compressed_store(self) -> CompressedTokenStore:
+        """The store as a compressed one: the centroid-id and decoding paths read what only it holds."""
+        if not isinstance(self.store, CompressedTokenStore):
+            raise TypeError(f"this path needs a compressed token store, not {type(self.store).__name__}")
+        return self.store
+
     def centroid_scores(self, query: np.ndarray) -> np.ndarray:
         """(query tokens, K) similarities of the query tokens to every centroid (torch's GEMM: ~3× numpy's
         here for this skinny shape)."""
         import torch
 
-        if self._centroids_torch is None:
-            self._centroids_torch = torch.from_numpy(self._centroids_t)
-        return (torch.from_numpy(np.ascontiguousarray(query, np.float32)) @ self._centroids_torch).numpy()
+        centroids = self._centroids_torch
+        if centroids is None:
+            centroids = self._centroids_torch = torch.from_numpy(self._centroids_t)
+        return (torch.from_numpy(np.ascontiguousarray(query, np.float32)) @ centroids).numpy()
 
     def candidates(self, query: np.ndarray, nprobe: int | None = None, candidates: int | None = None,
                    allowed: np.ndarray | None = None, sims: np.ndarray | None = None
@@ -211,10 +222,11 @@ class FastMaxSim:
         """MaxSim over decoded tokens; similarities divided by the decoded norms (= re-normalised tokens)."""
         import torch
 
-        codes, res, counts = self.store.gather_rows(rows)
+        store = self.compressed_store()
+        codes, res, counts = store.gather_rows(rows)
         if codes.size == 0:
             return np.zeros(0, np.float32)
-        x = torch.from_numpy(self.store.codec.decode_unnormalized(codes, res))
+        x = torch.from_numpy(store.codec.decode_unnormalized(codes, res))
         sims = torch.from_numpy(q) @ x.T  # (query tokens, tokens)
         sims /= torch.linalg.vector_norm(x, dim=1).clamp_min_(1e-12)
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
@@ -225,7 +237,7 @@ class FastMaxSim:
 
         Needs only the pages' centroid ids (2 bytes a token) and the query's centroid scores.
         """
-        codes, counts = self.store.gather_codes(rows)
+        codes, counts = self.compressed_store().gather_codes(rows)
         if codes.size == 0:
             return np.zeros(0, np.float32)
         token_sims = np.take(sims, codes.astype(np.int64), axis=1)  # (query tokens, tokens), contiguous rows

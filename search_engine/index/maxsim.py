@@ -9,6 +9,7 @@ fraction of the time and memory.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +32,7 @@ class MaxSimScorer:
         if backend not in ("auto", "numpy", "torch"):
             raise ValueError(f"unknown MaxSim backend {backend!r}")
         self.use_torch = backend == "torch" or (backend == "auto" and device != "cpu")
+        self._vectors: Any  # a numpy array on the numpy path, a torch tensor (on `device`) on the torch path
         if not self.use_torch:
             # CPUs have no fast fp16 GEMM: converting each chunk per query costs 3x the matmul.
             # Keep float32 in RAM while it fits the budget (fp16 stays the on-disk format).

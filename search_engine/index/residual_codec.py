@@ -21,6 +21,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -43,6 +44,13 @@ def parse_codec(spec: str) -> tuple[str, int]:
     return kind, value
 
 
+def _table(value: np.ndarray | None, name: str, spec: str) -> np.ndarray:
+    """A quantiser table the codec's kind needs (sq: cutoffs and weights; pq: pq_centroids), or a clear error."""
+    if value is None:
+        raise ValueError(f"codec {spec!r} has no {name} table")
+    return value
+
+
 @dataclass
 class ResidualCodec:
     """Codebook (centroids) + residual quantiser; encodes fp tokens to uint8 rows and back."""
@@ -52,9 +60,9 @@ class ResidualCodec:
     cutoffs: np.ndarray | None = None  # sq: (dim, 2^b - 1) bucket boundaries
     weights: np.ndarray | None = None  # sq: (dim, 2^b) decoded value of each bucket
     pq_centroids: np.ndarray | None = None  # pq: (m, 256, dim/m)
-    _lut: object = field(default=None, repr=False)
-    _lut_offsets: object = field(default=None, repr=False)
-    _pq: object = field(default=None, repr=False)
+    _lut: np.ndarray | None = field(default=None, repr=False)
+    _lut_offsets: np.ndarray | None = field(default=None, repr=False)
+    _pq: Any = field(default=None, repr=False)  # faiss.ProductQuantizer (faiss has no type information)
 
     @property
     def dim(self) -> int:
@@ -125,48 +133,53 @@ class ResidualCodec:
         if kind == "pq":
             return self._faiss_pq().compute_codes(np.ascontiguousarray(res, np.float32))
         buckets = np.zeros(res.shape, np.uint8)
-        for level in range(self.cutoffs.shape[1]):
-            buckets += res > self.cutoffs[None, :, level]
+        cutoffs = _table(self.cutoffs, "cutoffs", self.spec)
+        for level in range(cutoffs.shape[1]):
+            buckets += res > cutoffs[None, :, level]
         per_byte = 8 // value
-        buckets = buckets.reshape(res.shape[0], -1, per_byte)
-        packed = np.zeros(buckets.shape[:2], np.uint8)
+        grouped = buckets.reshape(res.shape[0], -1, per_byte)
+        packed = np.zeros(grouped.shape[:2], np.uint8)
         for i in range(per_byte):  # first dimension in the high bits
-            packed |= buckets[:, :, i] << np.uint8(value * (per_byte - 1 - i))
+            packed |= grouped[:, :, i] << np.uint8(value * (per_byte - 1 - i))
         return packed
 
     def _faiss_pq(self):
         """The faiss ProductQuantizer holding our sub-centroids (encoding runs in faiss)."""
         import faiss
 
-        m = self.pq_centroids.shape[0]
+        pq_centroids = _table(self.pq_centroids, "pq_centroids", self.spec)
+        m = pq_centroids.shape[0]
         pq = faiss.ProductQuantizer(self.dim, m, 8)
-        faiss.copy_array_to_vector(np.ascontiguousarray(self.pq_centroids, np.float32).ravel(), pq.centroids)
+        faiss.copy_array_to_vector(np.ascontiguousarray(pq_centroids, np.float32).ravel(), pq.centroids)
         return pq
 
-    def _lookup_table(self) -> np.ndarray:
+    def _lookup_table(self) -> tuple[np.ndarray, np.ndarray]:
         """(positions·256, record) table: the residual values one byte decodes to at each byte position
         (sq: 8/b dimensions, pq: one sub-vector). Decoding is then one `np.take` of records, ~3× faster
-        here than a torch embedding lookup (pq decodes with faiss, which is as fast)."""
-        if self._lut is None:
+        here than a torch embedding lookup (pq decodes with faiss, which is as fast). Returns the table and
+        each byte position's offset into it."""
+        if self._lut is None or self._lut_offsets is None:
             kind, value = parse_codec(self.spec)
             if kind == "pq":
-                table = self.pq_centroids  # (m, 256, sub)
+                table = _table(self.pq_centroids, "pq_centroids", self.spec)  # (m, 256, sub)
             else:
                 per_byte = 8 // value
                 byte = np.arange(256)
                 levels = np.stack([(byte >> (value * (per_byte - 1 - i))) & ((1 << value) - 1)
                                    for i in range(per_byte)], 1)  # (256, per_byte)
-                w = self.weights.reshape(-1, per_byte, self.weights.shape[1])  # (positions, per_byte, levels)
+                weights = _table(self.weights, "weights", self.spec)
+                w = weights.reshape(-1, per_byte, weights.shape[1])  # (positions, per_byte, levels)
                 table = np.stack([w[:, i, :][:, levels[:, i]] for i in range(per_byte)], -1)
             table = np.ascontiguousarray(table.reshape(-1, table.shape[-1]), np.float32)
-            self._lut_offsets = np.arange(table.shape[0] // 256, dtype=np.intp) * 256
+            offsets = np.arange(table.shape[0] // 256, dtype=np.intp) * 256
             # numpy gathers native 8/16-byte items fast (generic void records ~20x slower): view each record as
             # complex128 pairs of floats when it is a multiple of 16 bytes, else keep float32 rows
             width = table.shape[1] * 4
-            self._lut = table.view(np.complex128) if width % 16 == 0 else table
-            if self._lut.shape[1] == 1:
-                self._lut = self._lut.reshape(-1)  # one native item per record: the fastest gather
-        return self._lut
+            lut = table.view(np.complex128) if width % 16 == 0 else table
+            if lut.shape[1] == 1:
+                lut = lut.reshape(-1)  # one native item per record: the fastest gather
+            self._lut, self._lut_offsets = lut, offsets
+        return self._lut, self._lut_offsets
 
     def decode_residuals(self, residual_bytes: np.ndarray) -> np.ndarray:
         """float32 (tokens, dim) residuals of stored residual bytes (pq: faiss's decoder, measured faster)."""
@@ -174,9 +187,9 @@ class ResidualCodec:
             if self._pq is None:
                 self._pq = self._faiss_pq()
             return self._pq.decode(np.ascontiguousarray(residual_bytes))
-        table = self._lookup_table()
+        table, offsets = self._lookup_table()
         index = np.asarray(residual_bytes).astype(np.intp)
-        index += self._lut_offsets
+        index += offsets
         out = np.take(table, index) if table.ndim == 1 else np.take(table, index, axis=0)
         return out.view(np.float32).reshape(index.shape[0], self.dim)
 
@@ -204,7 +217,7 @@ class ResidualCodec:
         self.codebook.save(directory)
         if self.cutoffs is not None:
             atomic_save_npy(directory / "sq_cutoffs.npy", self.cutoffs)
-            atomic_save_npy(directory / "sq_weights.npy", self.weights)
+            atomic_save_npy(directory / "sq_weights.npy", _table(self.weights, "weights", self.spec))
         if self.pq_centroids is not None:
             atomic_save_npy(directory / "pq_centroids.npy", self.pq_centroids)
         atomic_write_json(directory / CODEC_META, {"spec": self.spec, "dim": self.dim,

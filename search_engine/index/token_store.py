@@ -146,12 +146,12 @@ class FlatTokenStore(TokenStore):
         return {"directory": str(self.directory)}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["directory"])
+        FlatTokenStore.__init__(self, state["directory"])
 
     def close(self) -> None:
         if getattr(self, "_fd", None) is not None:
             os.close(self._fd)
-            self._fd = None
+            del self._fd  # closed: getattr above sees no descriptor; a read after close fails loudly
 
     def __del__(self):  # pragma: no cover - best effort
         self.close()
@@ -166,7 +166,7 @@ class FlatTokenStore(TokenStore):
 
     def read_range_into(self, first_page: int, last_page: int, out: np.ndarray) -> None:
         t0 = int(self.offsets[first_page])
-        view = memoryview(out.reshape(-1).view(np.uint8))
+        view = memoryview(out.reshape(-1).view(np.uint8))  # type: ignore[arg-type]  # numpy's stubs give ndarray __buffer__ only for Python >= 3.12
         nbytes, got = view.nbytes, 0
         while got < nbytes:  # pread may return short reads on large requests
             n = os.preadv(self._fd, [view[got:]], t0 * self.dim * 2 + got)
@@ -275,7 +275,7 @@ class SegmentTokenStore(TokenStore):
             path, data_offset = self._files[fi]
             t0 = int(self._page_local[page])
             n = int(self.counts[page:end].sum())
-            view = memoryview(out[pos : pos + n].reshape(-1).view(np.uint8))
+            view = memoryview(out[pos : pos + n].reshape(-1).view(np.uint8))  # type: ignore[arg-type]  # numpy's stubs give ndarray __buffer__ only for Python >= 3.12
             fd = os.open(path, os.O_RDONLY)
             try:
                 got = os.preadv(fd, [view], data_offset + t0 * self.dim * 2)
