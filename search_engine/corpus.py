@@ -229,7 +229,9 @@ def _render_pdf_chunk(path: Path, dpi: float, first: int, last: int, thread_coun
     from pdf2image.exceptions import PDFInfoNotInstalledError, PopplerNotInstalledError
 
     try:
-        images = convert_from_path(str(path), dpi=dpi, fmt="jpeg", first_page=first, last_page=last,
+        # pdf2image annotates dpi as int, but it passes it on to pdftoppm's -r, which takes a fractional resolution
+        images = convert_from_path(str(path), dpi=dpi, fmt="jpeg",  # type: ignore[arg-type]
+                                   first_page=first, last_page=last,
                                    thread_count=thread_count, timeout=RENDER_TIMEOUT_S)
     except (PDFInfoNotInstalledError, PopplerNotInstalledError) as exc:
         raise _poppler_missing() from exc

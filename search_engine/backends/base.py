@@ -64,9 +64,9 @@ def open_visual_backend(name: str, index_dir: Path, manifest, page_ids: list[str
     from search_engine.backends.qdrant import QdrantBackend
 
     if isinstance(previous, QdrantBackend):
-        backend = previous
-        backend.rebind(page_ids)
+        qdrant_backend = previous
+        qdrant_backend.rebind(page_ids)
     else:
-        backend = QdrantBackend(page_ids=page_ids, **(qdrant or {}))
-    backend.sync(index_dir, manifest)
-    return backend
+        qdrant_backend = QdrantBackend(page_ids=page_ids, **(qdrant or {}))
+    qdrant_backend.sync(index_dir, manifest)
+    return qdrant_backend

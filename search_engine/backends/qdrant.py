@@ -161,7 +161,8 @@ class QdrantBackend:
                 self.collection, "doc_id", models.PayloadSchemaType.KEYWORD))
 
     def stored_page_ids(self) -> set[str]:
-        found, offset = set(), None
+        found: set[str] = set()
+        offset = None
         while True:
             points, offset = self._retry("scroll", lambda start=offset: self.client.scroll(
                 self.collection, limit=1024, offset=start, with_payload=["page_id"], with_vectors=False))
