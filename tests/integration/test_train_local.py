@@ -112,17 +112,19 @@ def test_lora_step_trains_adapters_only(text_search_server, task_model, tmp_path
 def test_tiny_training_raises_reward(tmp_path):
     """A shortened `scripts/train_tiny.py` (its own index, search server, SFT warm start): RL raises the reward.
 
-    Over a few steps what rises is mostly the format (well-formed turns ending in an answer) and with
-    it the reward; the README reports what the full run learns.
+    30 steps, compared by 10-step means: the per-step mean reward over 24 episodes swings by ±0.1, so a
+    10-step run compared by its first 2 and last 3 steps passed or failed with the seed or any change to
+    which page a search word returns (measured: same code, seed 0 passes, seed 1 fails). The run is
+    deterministic for a given code and seed; the README reports what the full run learns.
     """
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "train_tiny.py"), "--out", str(tmp_path / "tiny"),
-                           "--steps", "10", "--algos", "grpo", "--sft-episodes", "12", "--no-progress"],
+                           "--steps", "30", "--algos", "grpo", "--sft-episodes", "12", "--no-progress"],
                           capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-4000:]
     summary = json.loads((tmp_path / "tiny" / "summary.json").read_text())
     records = [json.loads(line) for line in (tmp_path / "tiny" / "grpo" / "metrics.jsonl").read_text().splitlines()]
-    assert len(records) == 10 and all(r["images"] > 0 for r in records[-3:])  # pages really in the episodes
-    first = sum(r["reward"] for r in records[:2]) / 2
-    last = sum(r["reward"] for r in records[-3:]) / 3
-    assert last > first + 0.05, [round(r["reward"], 3) for r in records]
+    assert len(records) == 30 and all(r["images"] > 0 for r in records[-3:])  # pages really in the episodes
+    first = sum(r["reward"] for r in records[:10]) / 10
+    last = sum(r["reward"] for r in records[-10:]) / 10
+    assert last > first + 0.02, [round(r["reward"], 3) for r in records]
     assert Path(summary["plot"]).stat().st_size > 1000
