@@ -274,7 +274,7 @@ def test_dense_channel_scores_by_hand():
 
 def test_manifest_round_trip_and_damage(tmp_path):
     from search_engine.embedders.base import EmbedderSpec
-    from search_engine.index.manifest import DocumentEntry, Manifest
+    from search_engine.index.manifest import FORMAT_VERSION, DocumentEntry, Manifest
     from search_engine.types import PageRecord
 
     assert not Manifest.exists(tmp_path) and Manifest.load(tmp_path).documents == {}
@@ -294,7 +294,8 @@ def test_manifest_round_trip_and_damage(tmp_path):
     assert loaded.spec("text") == EmbedderSpec("minilm", "m", "text", False, 384) and loaded.spec("visual") is None
     assert loaded.doc_for_source("/src/d.pdf").doc_id == "d" and loaded.doc_for_source("/nope") is None
     assert loaded.pages["d_2"].image_path == "pages/d/abc/2.jpg" and loaded.pages["d_2"].text == "t2"
-    assert loaded.to_json()["version"] == 1 and json.loads((tmp_path / "manifest.json").read_text())["version"] == 1
+    written = json.loads((tmp_path / "manifest.json").read_text())["version"]
+    assert loaded.to_json()["version"] == FORMAT_VERSION and written == FORMAT_VERSION
     del loaded.pages["d_1"]  # an entry whose page record is already gone is still removable
     removed = loaded.remove_document("d")
     assert removed.doc_id == "d" and set(loaded.pages) == {"e_1"} and loaded.remove_document("d") is None
