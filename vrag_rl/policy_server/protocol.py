@@ -148,7 +148,9 @@ class ChatCompletionRequest(BaseModel):
     stream: StrictBool = False
     stream_options: StreamOptions | None = None
     n: whole_number(ge=1, le=1) = Field(1, description="only n=1 is supported")
-    seed: whole_number(ge=-(2**63), lt=2**64) | None = None
+    # ±2^53: the integers a JSON number holds exactly. Bounds near 2^64 are not even representable as the
+    # float a JSON Schema validator compares with, so schema and server disagreed about 2^64 + 383.
+    seed: whole_number(ge=-(2**53), le=2**53) | None = None
     # vLLM extensions the RL trainer sends through `extra_body`
     top_k: whole_number(ge=-1, le=1_000_000) | None = None
     repetition_penalty: float | None = Field(None, gt=0.0, le=10.0)
