@@ -164,14 +164,7 @@ def build_compressed_fast_index(index_dir: str | Path, codec: str = "pq32", num_
 
     say = say or (lambda msg: None)
     index_dir = Path(index_dir)
-    manifest = Manifest.load(index_dir)
-    spec = manifest.spec("visual")
-    if spec is None or not spec.multi_vector:
-        raise ValueError(f"{index_dir} has no multi-vector visual channel: nothing to accelerate")
-    segments = manifest_segments(manifest)
-    source = _store(index_dir, segments, spec.dim)
-    if source.num_pages == 0:
-        raise ValueError(f"{index_dir} has no pages yet")
+    segments, dim, source = _visual_pages(index_dir)
     root = fast_dir(index_dir)
     building = json.loads((root / BUILDING).read_text()) if (root / BUILDING).exists() else None
     if building and building.get("codec") == codec and ResidualCodec.exists(_codec_dir(index_dir,
@@ -186,7 +179,7 @@ def build_compressed_fast_index(index_dir: str | Path, codec: str = "pq32", num_
         trained = train_codec(source, codec, num_centroids)
         trained.save(_codec_dir(index_dir, codec_id))
         say(f"codec {codec}: {trained.codebook.num_centroids} centroids in {time.perf_counter() - started:.1f}s")
-    store = _compressed_store(index_dir, codec_id, trained, segments, spec.dim, say)
+    store = _compressed_store(index_dir, codec_id, trained, segments, dim, say)
     ivf = _ivf_of_parts(store, trained.codebook.num_centroids)
     fast = FastMaxSim(store, trained.codebook, ivf, params=params)
     gen = _publish(index_dir, fast, segments, codec_id=codec_id, exact_rerank=exact_rerank)
@@ -205,6 +198,14 @@ def build_fast_index(index_dir: str | Path, num_centroids: int | None = None, pa
     if codec is not None:
         return build_compressed_fast_index(index_dir, codec, num_centroids, params, exact_rerank, say)
     index_dir = Path(index_dir)
+    segments, _, store = _visual_pages(index_dir)
+    fast = FastMaxSim.build(store, num_centroids=num_centroids, params=params, log=say)
+    return _publish(index_dir, fast, segments)
+
+
+def _visual_pages(index_dir: Path) -> tuple[list[SegmentInfo], int, SegmentTokenStore]:
+    """The index's visual segments, their dimension and their fp16 token store; a clear error when there is
+    nothing to accelerate (no multi-vector visual channel, or no page yet)."""
     manifest = Manifest.load(index_dir)
     spec = manifest.spec("visual")
     if spec is None or not spec.multi_vector:
@@ -213,8 +214,7 @@ def build_fast_index(index_dir: str | Path, num_centroids: int | None = None, pa
     store = _store(index_dir, segments, spec.dim)
     if store.num_pages == 0:
         raise ValueError(f"{index_dir} has no pages yet")
-    fast = FastMaxSim.build(store, num_centroids=num_centroids, params=params, log=say)
-    return _publish(index_dir, fast, segments)
+    return segments, spec.dim, store
 
 
 def _generation_segments(gen: Path) -> list[SegmentInfo]:
