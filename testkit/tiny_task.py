@@ -82,7 +82,9 @@ def _corpus() -> list[str]:
     return texts * 20
 
 
-def build_task_tokenizer(vocab_size: int = 700):
+def build_task_tokenizer(vocab_size: int = 700, corpus: list[str] | None = None):
+    """A byte-level BPE tokenizer trained offline on the task's texts (`corpus`, default the VRAG task's),
+    with the Qwen special tokens and chat template, so prompts and replies are a few tokens each."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -91,7 +93,7 @@ def build_task_tokenizer(vocab_size: int = 700):
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tokenizer.train_from_iterator(_corpus(), trainer)
+    tokenizer.train_from_iterator(_corpus() if corpus is None else corpus, trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>",
                                    unk_token=None)
     fast.add_special_tokens({"additional_special_tokens": SPECIAL_TOKENS[1:]})

@@ -96,22 +96,9 @@ def _corpus() -> list[str]:
 
 def build_vimrag_tokenizer(vocab_size: int = 900):
     """The task tokenizer (`testkit.tiny_task`'s recipe) trained on VimRAG's tool calls and graph text."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    from testkit.tiny_task import build_task_tokenizer
 
-    from testkit.tiny_models import CHAT_TEMPLATE, SPECIAL_TOKENS
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tokenizer.train_from_iterator(_corpus(), trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                   unk_token=None)
-    fast.add_special_tokens({"additional_special_tokens": SPECIAL_TOKENS[1:]})
-    fast.chat_template = CHAT_TEMPLATE
-    return fast
+    return build_task_tokenizer(vocab_size, corpus=_corpus())
 
 
 def build_vimrag_task_model(path: Any, seed: int = 0):
