@@ -74,6 +74,32 @@ def fit_response(trajectory: Trajectory, mask: list[int], image_token: int) -> t
     return ids, mask[:end], trajectory.response_logprobs[:end], trajectory.images[:runs]
 
 
+def task_from_row(kwargs: dict[str, Any]) -> RolloutTask:
+    """A dataset row (as verl passes it to `run`) as a rollout task: the question, the reward's reference and
+    the group (verl's uid); a row without a question is refused with how to build one."""
+    extra_info = dict(kwargs.get("extra_info") or {})
+    question = extra_info.get("question")
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError("the row's extra_info has no question; build the parquet with `python -m vrag_rl.data`")
+    reference = reference_from_extra_info(extra_info, (kwargs.get("reward_model") or {}).get("ground_truth"))
+    group = str(kwargs.get("uid", extra_info.get("uid", extra_info.get("index", ""))))
+    return RolloutTask(group, question, reference)
+
+
+def server_generate(loop: Any, sampling_params: dict[str, Any]) -> ServerManagerGenerate:
+    """The agent loop's generate through verl's server manager, vision special tokens suppressed unless the
+    settings say otherwise (both agent loops call the model this way)."""
+    suppress = loop.vision_ids if loop.settings.suppress_vision_tokens else {}
+    return ServerManagerGenerate(loop.server_manager, sampling_params, loop.response_length,
+                                 suppress_token_ids=suppress, rollout_name=loop.rollout_name)
+
+
+def search_client(settings: PluginSettings) -> SearchClient:
+    """A search client from the plugin's settings (one per episode: it lives on the episode's event loop)."""
+    search = settings.search
+    return SearchClient(search.url, api_key=search.api_key, timeout=search.timeout_s, max_retries=search.retries)
+
+
 @register("vrag_agent")
 class VRAGAgentLoop(AgentLoopBase):
     """Runs one VRAG episode per trajectory (see the module docstring)."""
@@ -89,22 +115,14 @@ class VRAGAgentLoop(AgentLoopBase):
         self.rollout_name = getattr(self.rollout_config, "name", None)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
-        extra_info = dict(kwargs.get("extra_info") or {})
-        question = extra_info.get("question")
-        if not isinstance(question, str) or not question.strip():
-            raise ValueError("the row's extra_info has no question; build the parquet with `python -m vrag_rl.data`")
-        reference = reference_from_extra_info(extra_info, (kwargs.get("reward_model") or {}).get("ground_truth"))
-        group = str(kwargs.get("uid", extra_info.get("uid", extra_info.get("index", ""))))
+        task = task_from_row(kwargs)
+        question, reference = task.question, task.reference
         settings = self.settings
-        suppress = self.vision_ids if settings.suppress_vision_tokens else {}
-        generate = ServerManagerGenerate(self.server_manager, sampling_params, self.response_length,
-                                         suppress_token_ids=suppress, rollout_name=self.rollout_name)
-        search = SearchClient(settings.search.url, api_key=settings.search.api_key, timeout=settings.search.timeout_s,
-                              max_retries=settings.search.retries)
+        generate = server_generate(self, sampling_params)
+        search = search_client(settings)
         try:
-            trajectory = await run_one(RolloutTask(group, question, reference), int(kwargs.get("session_id") or 0),
-                                       self.processor, generate, search, settings.agent, Prompts(), seed=0,
-                                       pages=_PAGES)
+            trajectory = await run_one(task, int(kwargs.get("session_id") or 0), self.processor, generate, search,
+                                       settings.agent, Prompts(), seed=0, pages=_PAGES)
         finally:
             await search.aclose()
         result = trajectory.result

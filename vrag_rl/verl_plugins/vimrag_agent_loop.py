@@ -38,7 +38,6 @@ from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
-from search_engine.client import SearchClient
 from vimrag.config import VimRAGConfig
 from vimrag.context import build_context
 from vimrag.graph import MemoryGraph
@@ -47,11 +46,9 @@ from vrag_rl.agent.page_images import PageImageStore
 from vrag_rl.agent.policies.token_recorder import GenerateOutput, template_form, vision_token_ids
 from vrag_rl.agent.policy import SamplingParams
 from vrag_rl.rewards import score_episode
-from vrag_rl.rollout.runner import RolloutTask
 from vrag_rl.rollout.vimrag_rollout import VimTrajectory, energy_for_prompt_length, run_vim_episode
-from vrag_rl.verl_plugins.agent_loop import filler_token_id
+from vrag_rl.verl_plugins.agent_loop import filler_token_id, search_client, server_generate, task_from_row
 from vrag_rl.verl_plugins.generate import ServerManagerGenerate
-from vrag_rl.verl_plugins.reward import reference_from_extra_info
 from vrag_rl.verl_plugins.settings import PluginSettingsError, plugin_settings
 
 _PAGES = PageImageStore()  # page images shared by the episodes of this worker process (bounded LRU)
@@ -149,21 +146,13 @@ class VimRAGAgentLoop(AgentLoopBase):
         self.rollout_name = getattr(self.rollout_config, "name", None)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> list[AgentLoopOutput]:
-        extra_info = dict(kwargs.get("extra_info") or {})
-        question = extra_info.get("question")
-        if not isinstance(question, str) or not question.strip():
-            raise ValueError("the row's extra_info has no question; build the parquet with `python -m vrag_rl.data`")
-        reference = reference_from_extra_info(extra_info, (kwargs.get("reward_model") or {}).get("ground_truth"))
-        group = str(kwargs.get("uid", extra_info.get("uid", extra_info.get("index", ""))))
+        task = task_from_row(kwargs)
+        question, reference = task.question, task.reference
         settings = self.settings
-        suppress = self.vision_ids if getattr(settings, "suppress_vision_tokens", True) else {}
-        inner = ServerManagerGenerate(self.server_manager, sampling_params, self.response_length,
-                                      suppress_token_ids=suppress, rollout_name=self.rollout_name)
-        search = SearchClient(settings.search.url, api_key=settings.search.api_key, timeout=settings.search.timeout_s,
-                              max_retries=settings.search.retries)
+        inner = server_generate(self, sampling_params)
+        search = search_client(settings)
         try:
-            trajectory = await run_vim_episode(RolloutTask(group, question, reference),
-                                               int(kwargs.get("session_id") or 0), self.processor,
+            trajectory = await run_vim_episode(task, int(kwargs.get("session_id") or 0), self.processor,
                                                StepBudgetGenerate(inner), search, self.vimrag.agent,
                                                self.vimrag.prompts, seed=0, pages=_PAGES,
                                                max_prompt_length=self.prompt_length)
