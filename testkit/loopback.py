@@ -57,3 +57,32 @@ def serve(app, port: int | None = None, health_path: str = "/health") -> Iterato
         yield server
     finally:
         server.stop()
+
+
+class RecordingApp:
+    """An ASGI app whose every HTTP request target is recorded in `paths` (the raw path, plus the query string
+    with `with_query`): what a client's arguments made it reach, for the URL-injection tests."""
+
+    def __init__(self, app, with_query: bool = True):
+        self.app = app
+        self.with_query = with_query
+        self.paths: list[str] = []
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            path = scope.get("raw_path", b"").decode("latin-1") or scope["path"]
+            query = scope.get("query_string", b"").decode("latin-1") if self.with_query else ""
+            self.paths.append(f"{path}?{query}" if query else path)
+        await self.app(scope, receive, send)
+
+
+def recording_search_server(index_dir, with_query: bool = True) -> LoopbackServer:
+    """A started search server over `index_dir` (paths exposed, as on loopback) whose requests are recorded
+    in `server.recorder.paths`; the caller stops it."""
+    from search_engine.api import create_app
+    from search_engine.engine import SearchEngine
+
+    recorder = RecordingApp(create_app(engine=SearchEngine.load(index_dir), expose_paths=True), with_query)
+    server = LoopbackServer(recorder).start()
+    server.recorder = recorder
+    return server

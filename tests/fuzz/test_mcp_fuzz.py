@@ -32,7 +32,7 @@ from hypothesis import seed as hypothesis_seed  # noqa: E402
 from mcp import Client  # noqa: E402
 from schemathesis import GenerationMode  # noqa: E402
 
-from testkit.loopback import LoopbackServer  # noqa: E402
+from testkit.loopback import LoopbackServer, recording_search_server  # noqa: E402
 from vrag_rl.mcp_server import create_mcp_server  # noqa: E402
 from vrag_rl.policy_server.app import create_app as create_policy_app  # noqa: E402
 from vrag_rl.policy_server.scripted import ScriptedBackend  # noqa: E402
@@ -40,17 +40,6 @@ from vrag_rl.policy_server.scripted import ScriptedBackend  # noqa: E402
 SCALE = float(os.environ.get("VRAG_FUZZ_SCALE", "1"))
 ABSOLUTE_PATH = re.compile(r"(?<![\w.:/~%-])/(?:[^\s/'\"<>|]+/)+[^\s/'\"<>|]*")
 ALLOWED_SEARCH_PATHS = re.compile(r"^/(search|documents|pages/[A-Za-z0-9][A-Za-z0-9._-]*/image)$")
-
-
-class _RecordingApp:
-    def __init__(self, app):
-        self.app = app
-        self.paths: list[str] = []
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http":
-            self.paths.append(scope.get("raw_path", b"").decode("latin-1") or scope["path"])
-        await self.app(scope, receive, send)
 
 
 def tools_as_openapi(tools) -> dict:
@@ -107,12 +96,7 @@ def _reply_strings(result):
 
 @pytest.fixture(scope="module")
 def recorded_search(text_index):
-    from search_engine.api import create_app
-    from search_engine.engine import SearchEngine
-
-    app = _RecordingApp(create_app(engine=SearchEngine.load(text_index), expose_paths=True))
-    server = LoopbackServer(app).start()
-    server.recorder = app
+    server = recording_search_server(text_index, with_query=False)
     yield server
     server.stop()
 

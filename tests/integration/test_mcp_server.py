@@ -17,7 +17,7 @@ import httpx
 import pytest
 from PIL import Image
 
-from testkit.loopback import LoopbackServer
+from testkit.loopback import LoopbackServer, recording_search_server
 
 pytest.importorskip("mcp")
 from mcp import Client  # noqa: E402
@@ -47,29 +47,9 @@ def rule_policy():
     server.stop()
 
 
-class _RecordingApp:
-    """The search app, with every request path it was asked for recorded (what an MCP argument reached)."""
-
-    def __init__(self, app):
-        self.app = app
-        self.paths: list[str] = []
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http":
-            path = scope.get("raw_path", b"").decode("latin-1") or scope["path"]
-            query = scope.get("query_string", b"").decode("latin-1")
-            self.paths.append(f"{path}?{query}" if query else path)
-        await self.app(scope, receive, send)
-
-
 @pytest.fixture(scope="module")
 def recorded_search(text_index):
-    from search_engine.api import create_app
-    from search_engine.engine import SearchEngine
-
-    app = _RecordingApp(create_app(engine=SearchEngine.load(text_index), expose_paths=True))
-    server = LoopbackServer(app).start()
-    server.recorder = app
+    server = recording_search_server(text_index, with_query=True)
     yield server
     server.stop()
 
