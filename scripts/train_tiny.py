@@ -44,6 +44,19 @@ sys.path.insert(0, str(REPO))
 import testkit  # noqa: E402,F401  (torchvision shim before transformers)
 
 
+def write_summary(summary: dict, runs: dict, args: argparse.Namespace, out: Path, started: float, title: str) -> dict:
+    """Plot the runs' curves, add the plot and the total time to the summary, write and print it (both agents)."""
+    from vrag_rl.train.metrics import plot_runs
+
+    plot = plot_runs(runs, args.plot or out / "curves.png", keys=("reward", "accuracy", "retrieval", "turns"),
+                     title=title)
+    summary["plot"] = str(plot)
+    summary["total_s"] = round(time.perf_counter() - started, 1)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    print(json.dumps(summary, indent=1))
+    return summary
+
+
 def build_index(out: Path) -> Path:
     from search_engine.ingest import Ingestor
     from search_engine.sample_corpus import generate_sample_corpus
@@ -93,7 +106,6 @@ def run_vimrag(args: argparse.Namespace) -> dict:
     from testkit.tiny_task import write_tasks
     from testkit.tiny_vimrag_task import build_vimrag_task_model, collect_scripted_trajectories
     from vrag_rl.train.config import load_config
-    from vrag_rl.train.metrics import plot_runs
     from vrag_rl.train.vimrag_trainer import VimRAGTrainer
 
     out: Path = args.out
@@ -132,13 +144,8 @@ def run_vimrag(args: argparse.Namespace) -> dict:
             summary[algo] = {**summarise(records), "train_s": round(time.perf_counter() - t0, 1)}
     finally:
         server.stop()
-    plot = plot_runs(runs, args.plot or out / "curves.png", keys=("reward", "accuracy", "retrieval", "turns"),
-                     title="tiny Qwen2.5-VL, VimRAG memory-graph agent (CPU), after SFT warm start")
-    summary["plot"] = str(plot)
-    summary["total_s"] = round(time.perf_counter() - started, 1)
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    print(json.dumps(summary, indent=1))
-    return summary
+    return write_summary(summary, runs, args, out, started,
+                         "tiny Qwen2.5-VL, VimRAG memory-graph agent (CPU), after SFT warm start")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -165,7 +172,6 @@ def main(argv: list[str] | None = None) -> dict:
     from search_engine.engine import SearchEngine
     from testkit.loopback import LoopbackServer
     from testkit.tiny_task import build_task_model, write_tasks
-    from vrag_rl.train.metrics import plot_runs
     from vrag_rl.train.trainer import LocalTrainer
 
     out: Path = args.out
@@ -201,13 +207,8 @@ def main(argv: list[str] | None = None) -> dict:
             summary[algo] = {**summarise(records), "train_s": round(time.perf_counter() - t0, 1)}
     finally:
         server.stop()
-    plot = plot_runs(runs, args.plot or out / "curves.png", keys=("reward", "accuracy", "retrieval", "turns"),
-                     title="tiny Qwen2.5-VL on the sample-corpus task (CPU), after SFT warm start")
-    summary["plot"] = str(plot)
-    summary["total_s"] = round(time.perf_counter() - started, 1)
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    print(json.dumps(summary, indent=1))
-    return summary
+    return write_summary(summary, runs, args, out, started,
+                         "tiny Qwen2.5-VL on the sample-corpus task (CPU), after SFT warm start")
 
 
 if __name__ == "__main__":
