@@ -1,6 +1,7 @@
 """The search server: FastAPI over one `SearchEngine`.
 
-Run it with `vrag-search serve --index DIR` or `python -m search_engine.api --index DIR`.
+Run it with `vrag-search serve --index DIR` (the one command; `python -m search_engine.api --index DIR`
+still works and runs that same command).
 Every id from outside is looked up in the manifest before any file is touched, so no request can
 read a file outside the index. Whatever a client sends ends in a documented status with a JSON
 body (see `search_engine.http_guard`): bodies are size-limited (413), validation errors never echo
@@ -13,11 +14,11 @@ then open page images directly (the agent does, and upstream's trainer reads `im
 other client fetches `image_url`. `serve` turns it on by default only for loopback binds.
 """
 
-import argparse
 import dataclasses
 import io
 import logging
 import os
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,7 +59,7 @@ from search_engine.query_batcher import SearchBatcher
 from search_engine.regions import LayoutUnavailable
 from search_engine.types import ID_PATTERN, page_image_url
 
-log = logging.getLogger("search_engine.api")
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20  # 64 queries x 2,000 characters of \uXXXX escapes is ~770 KB
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
@@ -283,20 +284,14 @@ def serve(index_dir: str, host: str = "127.0.0.1", port: int = 8002, api_key: st
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Serve a VRAG search index over HTTP")
-    parser.add_argument("--index", required=True, help="index directory built by `vrag-search ingest`")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8002)
-    parser.add_argument("--api-key", default=None, help="require this key (or env VRAG_SEARCH_API_KEY)")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--expose-paths", action=argparse.BooleanOptionalAction, default=None,
-                        help="return absolute server paths of page images and sources (default: only when "
-                             "--host is a loopback address)")
-    parser.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
-                        help="larger request bodies are refused with 413")
-    args = parser.parse_args(argv)
-    serve(args.index, args.host, args.port, args.api_key, args.device, expose_paths=args.expose_paths,
-          max_body_bytes=args.max_body_bytes)
+    """`python -m search_engine.api ARGS` = `vrag-search serve ARGS`: one command, one set of options.
+
+    The module form predates the `vrag-search` CLI; it is kept for scripts that start the server as a
+    subprocess, but it no longer has options of its own that could drift from `vrag-search serve`.
+    """
+    from search_engine.cli import app as cli_app
+
+    cli_app(["serve", *(sys.argv[1:] if argv is None else argv)], prog_name="vrag-search")
 
 
 if __name__ == "__main__":
