@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -11,9 +12,6 @@ from types import ModuleType
 from PIL import Image
 
 from search_engine.documents import DocumentError
-
-# tesseract's OpenMP threads fight each other on small machines: 1.5 s instead of 5 s per page.
-os.environ.setdefault("OMP_THREAD_LIMIT", "1")
 
 TESSERACT_HINT = "OCR needs the tesseract binary: apt-get install tesseract-ocr tesseract-ocr-eng"
 # Languages tried, in this order, when the OCR language is "auto" and English reads poorly.
@@ -58,7 +56,7 @@ def installed_ocr_langs() -> list[str]:
 
 @functools.cache
 def _installed_langs() -> tuple[str, ...]:
-    return tuple(_tesseract().get_languages(config=""))
+    return tuple(_checked_tesseract().get_languages(config=""))
 
 
 def resolve_ocr_lang(lang: str | None = None) -> str:
@@ -101,21 +99,41 @@ def pdf_page_texts(path: str | Path) -> list[str]:
         raise DocumentError(f"{name}: cannot read the text layer ({exc})") from exc
 
 
+class TesseractEnvironment(Mapping[str, str]):
+    """The environment tesseract runs in: this process's, live, plus `OMP_THREAD_LIMIT=1` unless set.
+
+    Tesseract's OpenMP threads fight each other on small machines (1.5 s instead of 5 s per dense page),
+    so it must run with one OpenMP thread. That limit used to be written into `os.environ` at import,
+    where this process's own OpenMP runtime read it too: torch then ran every MiniLM batch of ingestion
+    on one core of two (half the ingestion speed) while reporting 2 threads. pytesseract has no
+    per-call environment argument; it hands its module-level `environ` to every subprocess, so that
+    mapping is replaced by this overlay, which reaches tesseract and nothing else.
+    """
+
+    def _merged(self) -> dict[str, str]:
+        return {"OMP_THREAD_LIMIT": "1", **os.environ}
+
+    def __getitem__(self, key: str) -> str:
+        return self._merged()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._merged())
+
+    def __len__(self) -> int:
+        return len(self._merged())
+
+
 @functools.cache
 def _checked_tesseract() -> ModuleType:
     """pytesseract once the binary is known to run (cached: the check costs a process start)."""
     import pytesseract
 
+    pytesseract.pytesseract.environ = TesseractEnvironment()  # see TesseractEnvironment: tesseract only
     try:
         pytesseract.get_tesseract_version()
     except pytesseract.TesseractNotFoundError as exc:  # not cached: a later install is picked up
         raise RuntimeError(TESSERACT_HINT) from exc
     return pytesseract
-
-
-def _tesseract() -> ModuleType:
-    os.environ.setdefault("OMP_THREAD_LIMIT", "1")  # tesseract inherits the environment at each call
-    return _checked_tesseract()
 
 
 def ocr_image(image: Image.Image, lang: str | None = None) -> str:
@@ -165,7 +183,7 @@ def _line(data: dict[str, list], indices: list[int]) -> OcrLine:
 
 def _read_lines(image: Image.Image, lang: str) -> list[OcrLine]:
     """Lines in tesseract's reading order (block by block, so columns stay apart)."""
-    pytesseract = _tesseract()
+    pytesseract = _checked_tesseract()
     data = pytesseract.image_to_data(image, lang=lang, output_type=pytesseract.Output.DICT)
     return [_line(data, indices) for indices in _group_words(data).values()]
 
