@@ -10,6 +10,11 @@ cut PDF (1-based), and `DEV_DOCS` records which original pages they were.
 
     python scripts/fetch_dev_docs.py                       # -> ~/.cache/vrag/dev_docs/*.pdf
     python scripts/fetch_dev_docs.py --out DIR --deb-dir /tmp/debs   # reuse already downloaded .deb files
+    python scripts/fetch_dev_docs.py --set slides          # -> ~/.cache/vrag/slides_dev/*.pdf (slides_dev.jsonl)
+
+`--set slides` builds the slide development set (scripts/devset/slides_dev.jsonl): third-party slide
+decks (beamer and prosper talks, theme demos and guides written as slides, two of them in Chinese) from
+TeX Live's documentation packages; texlive-latex-extra-doc is a large download (~600 MB).
 
 Each source PDF is checked against the sha256 recorded here (Debian bookworm's package versions);
 another distribution's version of a package gives a clear error (or a warning with --allow-mismatch,
@@ -28,6 +33,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 DEFAULT_OUT = Path("~/.cache/vrag/dev_docs").expanduser()
+DEFAULT_SLIDES_OUT = Path("~/.cache/vrag/slides_dev").expanduser()
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,43 @@ DEV_DOCS: tuple[DevDoc, ...] = (
 )
 
 
+# Slide decks for scripts/devset/slides_dev.jsonl. Beamer decks with overlays repeat a frame once per
+# step; only the last step of each frame is kept, so no two kept pages hold the same slide.
+SLIDE_DOCS: tuple[DevDoc, ...] = (
+    DevDoc("biogeography_lecture", "texlive-latex-extra-doc", "2022.20230122-4",
+           "usr/share/doc/texlive-doc/latex/shipunov/lecture-slides-ex.pdf",
+           "a5416ab40fc6411aa9a8ebf3ee9aefef5e11ce933776b57e9e86a9d99d3f8fa4",
+           (1, 13, 14, 16, 24, 26, 27, 37, 42, 43),
+           "university lecture slides (Biogeography, Minot State University): dense text slides", "en"),
+    DevDoc("metropolis_demo", "texlive-latex-extra-doc", "2022.20230122-4",
+           "usr/share/doc/texlive-doc/latex/beamertheme-metropolis/demo.pdf",
+           "bec3bba0a910306a19920a2ed65db2ecd51050ab727c3ea815d5d0c1241560e3",
+           (1, 4, 7, 8, 14, 19, 20, 23, 24, 26, 29, 31),
+           "beamer theme demo deck: a table, a line plot, a bar chart, a figure", "en"),
+    DevDoc("prosper_tour", "texlive-latex-extra-doc", "2022.20230122-4",
+           "usr/share/doc/texlive-doc/latex/prosper/prosper-tour.pdf",
+           "588f8eb32f63fd05fb3cbe9659bc88c55f5262de9b6fbc0be628708b806233a4",
+           (1, 2, 9, 11, 16, 18), "prosper talk on a dark gradient background, with a diagram", "en"),
+    DevDoc("uantwerpen_beamer_guide", "texlive-publishers-doc", "2022.20230122-4",
+           "usr/share/doc/texlive-doc/latex/uantwerpendocs/beamerthemeuantwerpenuserguide.pdf",
+           "302444b963c2f3ccbe56781786c7c1b024d365e31f24c295fe39af9f0e9ca565",
+           (7, 8, 14, 17, 18, 44), "user guide written as 16:10 slides, with an options table", "en"),
+    DevDoc("thubeamer_example", "texlive-publishers-doc", "2022.20230122-4",
+           "usr/share/doc/texlive-doc/latex/thubeamer/thubeamer-example.pdf",
+           "37a0f86cef2c93b6eb3f75ea11a26432cf33fc41db4c2c61ce4a52959bf863f0",
+           (1, 3, 7, 8, 14, 15), "Chinese thesis-defence deck (Tsinghua theme): a table, an emblem figure", "zh"),
+    DevDoc("epyt_demo_cn", "texlive-latex-extra-doc", "2022.20230122-4",
+           "usr/share/doc/texlive-doc/latex/beamertheme-epyt/epyt-demo-cn.pdf",
+           "2139a8d8fdf5394b573e06b3061d13f28a47a53ea387c196e1c92fc74e37e758",
+           (1, 6, 7, 9, 13, 16, 24, 32), "Chinese beamer theme demo deck (last overlay of each frame)", "zh"),
+)
+
+DOC_SETS: dict[str, tuple[tuple[DevDoc, ...], Path]] = {
+    "dev": (DEV_DOCS, DEFAULT_OUT),
+    "slides": (SLIDE_DOCS, DEFAULT_SLIDES_OUT),
+}
+
+
 def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as fh:
@@ -128,15 +171,16 @@ def write_subset(source: Path, pages: tuple[int, ...] | None, out: Path) -> int:
         return len(pages)
 
 
-def fetch(out_dir: Path, deb_dir: Path | None = None, allow_mismatch: bool = False) -> list[dict]:
-    """Build the dev corpus in `out_dir`; returns one manifest row per document (also written as JSON)."""
+def fetch(out_dir: Path, deb_dir: Path | None = None, allow_mismatch: bool = False,
+          docs: tuple[DevDoc, ...] = DEV_DOCS) -> list[dict]:
+    """Build the corpus of `docs` in `out_dir`; returns one manifest row per document (also written as JSON)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    packages = sorted({d.package for d in DEV_DOCS})
+    packages = sorted({d.package for d in docs})
     with tempfile.TemporaryDirectory(prefix="vrag_dev_docs_") as tmp:
         root = Path(tmp) / "root"
         download_and_extract(packages, deb_dir or Path(tmp) / "debs", root)
         rows = []
-        for doc in DEV_DOCS:
+        for doc in docs:
             source = root / doc.path
             if not source.exists():
                 raise SystemExit(f"fetch_dev_docs: {doc.path} is not in package {doc.package}")
@@ -158,13 +202,17 @@ def fetch(out_dir: Path, deb_dir: Path | None = None, allow_mismatch: bool = Fal
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
+    parser.add_argument("--set", dest="doc_set", choices=sorted(DOC_SETS), default="dev",
+                        help="which development set: the real documents (dev, default) or the slide decks")
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"output folder (default {DEFAULT_OUT} for dev, {DEFAULT_SLIDES_OUT} for slides)")
     parser.add_argument("--deb-dir", type=Path, default=None,
                         help="keep/reuse downloaded .deb files here (default: a temporary folder)")
     parser.add_argument("--allow-mismatch", action="store_true",
                         help="go on (with a warning) when a package's PDF differs from the recorded sha256")
     args = parser.parse_args(argv)
-    fetch(args.out.expanduser(), args.deb_dir, args.allow_mismatch)
+    docs, default_out = DOC_SETS[args.doc_set]
+    fetch((args.out or default_out).expanduser(), args.deb_dir, args.allow_mismatch, docs)
     return 0
 
 
