@@ -2,7 +2,7 @@
 
 Heavy modules (torch, colpali-engine, faiss) load lazily so `import search_engine` stays cheap.
 """
-from search_engine.compat import install_torchvision_hook
+from search_engine.infra.torchvision_shim import install_torchvision_hook
 
 install_torchvision_hook()
 

@@ -1,4 +1,7 @@
-"""Old name of `search_engine.compat`, kept importable: installed venvs have a .pth file that imports it."""
-from search_engine.compat import declare_torchvision_ops, install_torchvision_hook
+"""Oldest path of `search_engine.infra.torchvision_shim`, kept importable for installed venvs: their .pth
+file imports it."""
+import sys
 
-__all__ = ["declare_torchvision_ops", "install_torchvision_hook"]
+from search_engine.infra import torchvision_shim as _moved
+
+sys.modules[__name__] = _moved

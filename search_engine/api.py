@@ -4,7 +4,7 @@ Run it with `vrag-search serve --index DIR` (the one command; `python -m search_
 still works and runs that same command).
 Every id from outside is looked up in the manifest before any file is touched, so no request can
 read a file outside the index. Whatever a client sends ends in a documented status with a JSON
-body (see `search_engine.http_guard`): bodies are size-limited (413), validation errors never echo
+body (see `search_engine.infra.http_guard`): bodies are size-limited (413), validation errors never echo
 the input nor fail to encode (422), API keys are compared as bytes (401), and the OpenAPI document
 states every bound, so it can be fuzzed as a contract (tests/fuzz/).
 
@@ -45,7 +45,7 @@ from search_engine.api_models import (
     check_queries,
 )
 from search_engine.engine import MAX_TOP_K, SearchEngine
-from search_engine.http_guard import (
+from search_engine.infra.http_guard import (
     AllowHeaderMiddleware,
     BodyLimitMiddleware,
     SafeJSONResponse,
@@ -53,7 +53,7 @@ from search_engine.http_guard import (
     keys_match,
     validation_error_body,
 )
-from search_engine.malloc_tuning import bound_heap_growth, malloc_tuning_enabled, release_free_memory
+from search_engine.infra.malloc_tuning import bound_heap_growth, malloc_tuning_enabled, release_free_memory
 from search_engine.page_layout import PageLayout
 from search_engine.query_batcher import SearchBatcher
 from search_engine.regions import LayoutUnavailable
@@ -134,7 +134,7 @@ def create_app(engine: SearchEngine | None = None, index_dir: str | None = None,
         try:
             return app.state.engine.batch_search(queries, top_k, doc_ids, channels)
         finally:
-            if trim_heap:  # the batch's freed activations go back to the system (search_engine.malloc_tuning)
+            if trim_heap:  # the batch's freed activations go back to the system (search_engine.infra.malloc_tuning)
                 release_free_memory()
 
     # concurrent requests share encoder forwards (see search_engine.query_batcher)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from search_engine.engine import MAX_QUERY_CHARS, MAX_TOP_K
-from search_engine.http_guard import has_lone_surrogate, whole_number
+from search_engine.infra.http_guard import has_lone_surrogate, whole_number
 from search_engine.types import ID_PATTERN, SearchHit
 
 MAX_QUERIES = 64

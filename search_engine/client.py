@@ -20,7 +20,7 @@ server's filesystem, exactly as upstream's own agent must).
 Async first (the agent runs many episodes on one connection pool), with retries and exponential
 backoff for the failures that pass (connection refused while the server starts, timeouts, 5xx); a
 4xx is the caller's mistake and is raised at once. The transport is aiohttp (see
-`search_engine.aio_session` for why, and for the session-per-loop rule); bodies are read up to
+`search_engine.infra.http_session` for why, and for the session-per-loop rule); bodies are read up to
 `max_response_bytes` and refused past it; redirects are not followed. Ids reach a URL only through
 `id_path`, which refuses anything outside the id grammar and escapes the rest, so an id such as
 `"../stats?x="` can never make the client call another endpoint (issue 21).
@@ -38,7 +38,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-from search_engine.aio_session import BodyTooLarge, LoopSession, send_with_retries
+from search_engine.infra.http_session import BodyTooLarge, LoopSession, send_with_retries
 from search_engine.page_layout import PageLayout, RegionHit
 from search_engine.types import SearchHit, is_valid_id
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from search_engine.compat import install_torchvision_hook
+from search_engine.infra.torchvision_shim import install_torchvision_hook
 
 install_torchvision_hook()
 

@@ -2,7 +2,7 @@
 
 `from vrag_rl import VRAG` is the agent shared by the demo, the evaluation and the trainer.
 """
-from search_engine.compat import install_torchvision_hook
+from search_engine.infra.torchvision_shim import install_torchvision_hook
 
 install_torchvision_hook()
 

@@ -46,7 +46,7 @@ from mcp.server.mcpserver.utilities.types import Image as MCPImage
 from pydantic import Field
 
 from search_engine.client import SearchClient, SearchError, check_id
-from search_engine.http_guard import BearerTokenMiddleware, is_loopback_host, whole_number
+from search_engine.infra.http_guard import BearerTokenMiddleware, is_loopback_host, whole_number
 from search_engine.types import ID_PATTERN
 
 INSTRUCTIONS = (

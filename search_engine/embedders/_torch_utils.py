@@ -1,7 +1,7 @@
-"""Helpers shared by the embedders; the device/dtype policy itself lives in `search_engine.devices`."""
+"""Helpers shared by the embedders; the device/dtype policy itself lives in `search_engine.infra.devices`."""
 from __future__ import annotations
 
-from search_engine.devices import resolve_device, resolve_dtype
+from search_engine.infra.devices import resolve_device, resolve_dtype
 
 __all__ = ["batched", "resolve_device", "resolve_dtype"]
 

@@ -1,4 +1,4 @@
-"""The two HTTP clients' transport (`search_engine.aio_session`): retries, Retry-After, size caps,
+"""The two HTTP clients' transport (`search_engine.infra.http_session`): retries, Retry-After, size caps,
 proxies from the environment, and a client used from two event loops — against real loopback servers."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from search_engine.aio_session import env_proxy, retry_delay
 from search_engine.client import SearchClient, SearchError
+from search_engine.infra.http_session import env_proxy, retry_delay
 from testkit.loopback import serve
 from vrag_rl.agent.policies.openai_http import OpenAIPolicy
 from vrag_rl.agent.policy import PolicyError, SamplingParams

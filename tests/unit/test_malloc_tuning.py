@@ -1,4 +1,4 @@
-"""The allocator settings of the search server (search_engine.malloc_tuning, issue 21)."""
+"""The allocator settings of the search server (search_engine.infra.malloc_tuning, issue 21)."""
 from __future__ import annotations
 
 import subprocess
@@ -6,14 +6,14 @@ import sys
 
 import pytest
 
-from search_engine import malloc_tuning
+from search_engine.infra import malloc_tuning
 
 # Reproduces the retention in a fresh process (so the test session's heap does not blur it): once glibc's
 # dynamic mmap threshold has risen, MiB-sized buffers come from the heap, and a small block allocated after
 # them keeps ~60 MiB of freed memory resident. Prints MiB kept after the frees, then after a trim.
 PROBE = """
 import sys
-from search_engine import malloc_tuning
+from search_engine.infra import malloc_tuning
 if sys.argv[1] == "fixed":
     assert malloc_tuning.bound_heap_growth()
 def rss():

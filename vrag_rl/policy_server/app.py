@@ -20,7 +20,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
-from search_engine.http_guard import (
+from search_engine.infra.http_guard import (
     AllowHeaderMiddleware,
     BearerTokenMiddleware,
     BodyLimitMiddleware,

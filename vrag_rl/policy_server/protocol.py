@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from search_engine.http_guard import has_lone_surrogate, whole_number
+from search_engine.infra.http_guard import has_lone_surrogate, whole_number
 
 MAX_MESSAGES = 256
 MAX_IMAGES = 32

@@ -11,8 +11,8 @@ import os
 import threading
 from pathlib import Path
 
-from search_engine.compat import install_torchvision_hook
-from search_engine.devices import resolve_device, resolve_dtype
+from search_engine.infra.devices import resolve_device, resolve_dtype
+from search_engine.infra.torchvision_shim import install_torchvision_hook
 from vrag_rl.agent.policies.token_recorder import VISION_TOKENS
 from vrag_rl.policy_server.protocol import BadRequest, ChatMessage, Generation, GenerationParams, TextPart
 

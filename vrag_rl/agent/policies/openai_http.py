@@ -12,7 +12,7 @@ vLLM, DashScope's compatible mode, the project's own policy servers. What this m
   TypeError on such bodies: 26% of fuzzed episodes crashed.)
 - The body is read in chunks and refused past `MAX_RESPONSE_BYTES`, so memory stays bounded
   whatever an endpoint sends; a connection that breaks mid-body is a `PolicyError` too.
-- It posts the JSON body itself, through aiohttp (`search_engine.aio_session`), with the `openai`
+- It posts the JSON body itself, through aiohttp (`search_engine.infra.http_session`), with the `openai`
   SDK's retry policy: connection errors, timeouts, 408/409/429 and 5xx are retried with exponential
   backoff and a short `Retry-After` is obeyed; other 4xx fail at once. Why not the SDK: a chat call
   here is one POST whose reply is validated by hand anyway (see above), and the SDK's request
@@ -36,7 +36,7 @@ import aiohttp
 from cachetools import LRUCache
 from PIL import Image
 
-from search_engine.aio_session import BodyTooLarge, LoopSession, send_with_retries
+from search_engine.infra.http_session import BodyTooLarge, LoopSession, send_with_retries
 from vrag_rl.agent.policy import DEFAULT_MODEL, Message, PolicyError, PolicyReply, SamplingParams
 
 MAX_RESPONSE_BYTES = 8 * 2**20  # a chat completion is text: more than this is not a reply
