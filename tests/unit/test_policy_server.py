@@ -296,14 +296,21 @@ def test_cli_serves_a_script_file(tmp_path):
 
 
 def test_cli_rejects_missing_arguments(tmp_path):
-    from vrag_rl.policy_server.cli import build_app, build_parser
+    from typer.testing import CliRunner
+
+    from vrag_rl.policy_server.cli import ServeOptions, app, build_app
 
     with pytest.raises(SystemExit, match="--model is required"):
-        build_app(build_parser().parse_args(["serve", "--backend", "transformers"]))
+        build_app(ServeOptions(backend="transformers"))
     with pytest.raises(SystemExit, match="--script FILE is required"):
-        build_app(build_parser().parse_args(["serve", "--backend", "scripted"]))
+        build_app(ServeOptions(backend="scripted"))
     with pytest.raises(SystemExit, match="cannot read script file"):
-        build_app(build_parser().parse_args(["serve", "--backend", "scripted", "--script", str(tmp_path / "no")]))
+        build_app(ServeOptions(backend="scripted", script=str(tmp_path / "no")))
+    # through the command line: the same one-line errors, exit status 1, no traceback
+    result = CliRunner().invoke(app, ["serve", "--backend", "transformers"])
+    assert result.exit_code == 1 and "--model is required" in result.output + str(result.exception)
+    result = CliRunner().invoke(app, ["serve", "--backend", "nope"])
+    assert result.exit_code == 2 and "nope" in result.output
 
 
 def test_importing_the_package_does_not_import_torch():

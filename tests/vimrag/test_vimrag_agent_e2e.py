@@ -149,9 +149,9 @@ def test_cpu_standin_answers_through_the_graph(standin_policy, text_search_serve
 
 
 def test_vrag_policy_cli_serves_the_standin():
-    from vrag_rl.policy_server.cli import build_app, build_parser
+    from vrag_rl.policy_server.cli import ServeOptions, build_app
 
-    app = build_app(build_parser().parse_args(["serve", "--backend", "vimrag-rule-based"]))
+    app = build_app(ServeOptions(backend="vimrag-rule-based"))
     assert app.state.model_name == "vimrag-rule-based"
 
 

@@ -7,84 +7,132 @@ Examples:
 """
 from __future__ import annotations
 
-import argparse
+import dataclasses
+import enum
 import sys
+from typing import Annotated
 
-BACKENDS = ("transformers", "scripted", "rule-based", "vimrag-rule-based")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vrag-policy", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="start the server", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    serve.add_argument("--backend", choices=BACKENDS, default="transformers")
-    serve.add_argument("--model", help="hub id or local folder (transformers backend)")
-    serve.add_argument("--script", help="JSON/YAML file {scripts: {key: [replies]}, default: [replies]} (scripted)")
-    serve.add_argument("--served-model-name", default=None, help="name in /v1/models (default: --model or backend)")
-    serve.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
-    serve.add_argument("--dtype", default="auto", help="auto (bf16 on GPU, fp32 on CPU), bfloat16, float16, float32")
-    serve.add_argument("--max-pixels", type=int, default=512 * 28 * 28, help="image budget per image (transformers)")
-    serve.add_argument("--min-pixels", type=int, default=256 * 28 * 28)
-    serve.add_argument("--host", default="127.0.0.1", help="0.0.0.0 exposes it: set --api-key then")
-    serve.add_argument("--port", type=int, default=8001)
-    serve.add_argument("--api-key", default=None, help="require Authorization: Bearer KEY on /v1/*")
-    serve.add_argument("--log-level", default="info")
-    serve.add_argument("--search-url", default=None,
-                       help="rule-based stand-ins: the search server to fetch page layouts from (default env "
-                            "VRAG_SEARCH_URL; none: they OCR the images they are sent)")
-    serve.add_argument("--max-body-bytes", type=int, default=64 * 2**20,
-                       help="larger request bodies are refused with 413 (default 64 MiB)")
-    return parser
+import typer
 
 
-def build_app(args: argparse.Namespace):
-    """The app for parsed `serve` arguments; `SystemExit` with one clear line for unusable ones."""
+class BackendName(str, enum.Enum):
+    """The policy backends `serve` can run."""
+
+    transformers = "transformers"
+    scripted = "scripted"
+    rule_based = "rule-based"
+    vimrag_rule_based = "vimrag-rule-based"
+
+
+BACKENDS = tuple(backend.value for backend in BackendName)
+DEFAULT_MAX_BODY_BYTES = 64 * 2**20
+
+
+@dataclasses.dataclass
+class ServeOptions:
+    """What `vrag-policy serve` was asked for; `build_app` turns it into the app (tests build it directly)."""
+
+    backend: str = "transformers"
+    model: str | None = None
+    script: str | None = None
+    served_model_name: str | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    max_pixels: int = 512 * 28 * 28
+    min_pixels: int = 256 * 28 * 28
+    api_key: str | None = None
+    search_url: str | None = None
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+
+
+def build_app(options: ServeOptions):
+    """The app for `serve` options; `SystemExit` with one clear line for unusable ones."""
     from vrag_rl.policy_server.app import create_app
 
-    if args.backend == "transformers":
-        if not args.model:
+    if options.backend == "transformers":
+        if not options.model:
             raise SystemExit("vrag-policy: --model is required for the transformers backend")
         from vrag_rl.policy_server.transformers_backend import TransformersBackend
 
         try:
-            backend = TransformersBackend(args.model, device=args.device, dtype=args.dtype,
-                                          max_pixels=args.max_pixels, min_pixels=args.min_pixels)
+            backend = TransformersBackend(options.model, device=options.device, dtype=options.dtype,
+                                          max_pixels=options.max_pixels, min_pixels=options.min_pixels)
         except (RuntimeError, ValueError) as exc:
             raise SystemExit(f"vrag-policy: {exc}") from None
-        name = args.served_model_name or args.model
-    elif args.backend == "scripted":
-        if not args.script:
+        name = options.served_model_name or options.model
+    elif options.backend == "scripted":
+        if not options.script:
             raise SystemExit("vrag-policy: --script FILE is required for the scripted backend")
         from vrag_rl.policy_server.scripted import ScriptedBackend
 
         try:
-            backend = ScriptedBackend.from_file(args.script)
+            backend = ScriptedBackend.from_file(options.script)
         except ValueError as exc:
             raise SystemExit(f"vrag-policy: {exc}") from None
-        name = args.served_model_name or "scripted"
-    elif args.backend == "vimrag-rule-based":  # the CPU stand-in for VimRAG's tool protocol
+        name = options.served_model_name or "scripted"
+    elif options.backend == "vimrag-rule-based":  # the CPU stand-in for VimRAG's tool protocol
         from vrag_rl.policy_server.vimrag_rule_based import VimRAGRuleBasedBackend
 
-        backend = VimRAGRuleBasedBackend(search_url=getattr(args, "search_url", None))
-        name = args.served_model_name or "vimrag-rule-based"
-    else:
+        backend = VimRAGRuleBasedBackend(search_url=options.search_url)
+        name = options.served_model_name or "vimrag-rule-based"
+    elif options.backend == "rule-based":
         from vrag_rl.policy_server.rule_based import RuleBasedBackend
 
-        backend = RuleBasedBackend(search_url=getattr(args, "search_url", None))
-        name = args.served_model_name or "rule-based"
-    return create_app(backend, name, api_key=args.api_key, max_body_bytes=getattr(args, "max_body_bytes", 64 * 2**20))
+        backend = RuleBasedBackend(search_url=options.search_url)
+        name = options.served_model_name or "rule-based"
+    else:
+        raise SystemExit(f"vrag-policy: unknown backend {options.backend!r}; choose one of {', '.join(BACKENDS)}")
+    return create_app(backend, name, api_key=options.api_key, max_body_bytes=options.max_body_bytes)
+
+
+# "\b" keeps click from re-wrapping the example lines
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help=(__doc__ or "").replace("Examples:", "\b\nExamples:"))
+
+
+@app.callback()
+def _commands() -> None:
+    """Keeps `serve` a subcommand (typer would otherwise run a lone command without its name)."""
+
+
+@app.command()
+def serve(
+    backend: Annotated[BackendName, typer.Option(help="which policy answers")] = BackendName.transformers,
+    model: Annotated[str | None, typer.Option(help="hub id or local folder (transformers backend)")] = None,
+    script: Annotated[str | None, typer.Option(
+        help="JSON/YAML file {scripts: {key: [replies]}, default: [replies]} (scripted)")] = None,
+    served_model_name: Annotated[str | None, typer.Option(
+        help="name in /v1/models (default: --model or the backend)")] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda, cuda:1 ...")] = "auto",
+    dtype: Annotated[str, typer.Option(
+        help="auto (bf16 on GPU, fp32 on CPU), bfloat16, float16, float32")] = "auto",
+    max_pixels: Annotated[int, typer.Option(min=1, help="image budget per image (transformers)")] = 512 * 28 * 28,
+    min_pixels: Annotated[int, typer.Option(min=1)] = 256 * 28 * 28,
+    host: Annotated[str, typer.Option(help="0.0.0.0 exposes it: set --api-key then")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535)] = 8001,
+    api_key: Annotated[str | None, typer.Option(help="require Authorization: Bearer KEY on /v1/*")] = None,
+    log_level: str = "info",
+    search_url: Annotated[str | None, typer.Option(
+        help="rule-based stand-ins: the search server to fetch page layouts from (default env "
+             "VRAG_SEARCH_URL; none: they OCR the images they are sent)")] = None,
+    max_body_bytes: Annotated[int, typer.Option(
+        min=1, help="larger request bodies are refused with 413")] = DEFAULT_MAX_BODY_BYTES,
+) -> None:
+    """Start the server."""
+    options = ServeOptions(backend=backend.value, model=model, script=script, served_model_name=served_model_name,
+                           device=device, dtype=dtype, max_pixels=max_pixels, min_pixels=min_pixels,
+                           api_key=api_key, search_url=search_url, max_body_bytes=max_body_bytes)
+    server = build_app(options)
+    import uvicorn
+
+    print(f"vrag-policy: serving {server.state.model_name!r} ({options.backend}) on http://{host}:{port}/v1",
+          file=sys.stderr, flush=True)
+    uvicorn.run(server, host=host, port=port, log_level=log_level)
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
-    if args.command == "serve":
-        app = build_app(args)
-        import uvicorn
-
-        print(f"vrag-policy: serving {app.state.model_name!r} ({args.backend}) on http://{args.host}:{args.port}/v1",
-              file=sys.stderr, flush=True)
-        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    """The `vrag-policy` console script."""
+    app(args=argv, prog_name="vrag-policy")
 
 
 if __name__ == "__main__":
