@@ -30,16 +30,16 @@ HTTP, `--auth-token` (or `VRAG_MCP_AUTH_TOKEN`) requires `Authorization: Bearer 
 unless `--insecure` is given.
 """
 
-import argparse
 import contextlib
+import enum
 import io
 import math
-import os
 import re
 from collections.abc import AsyncIterator, Awaitable
 from typing import Annotated, Any, TypeVar
 
 import anyio
+import typer
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image as MCPImage
@@ -300,50 +300,60 @@ def http_app(server: MCPServer, host: str = "127.0.0.1", auth_token: str | None 
     return app
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vrag-mcp", description="Serve a VRAG corpus (and agent) as MCP tools")
-    parser.add_argument("--search-url", default=os.environ.get("VRAG_SEARCH_URL", "http://127.0.0.1:8002"),
-                        help="search server (ours or upstream VRAG's); env VRAG_SEARCH_URL")
-    parser.add_argument("--search-api-key", default=os.environ.get("VRAG_SEARCH_API_KEY"))
-    parser.add_argument("--policy-url", default=os.environ.get("VRAG_POLICY_URL"),
-                        help="OpenAI-compatible VLM endpoint for `ask` (omit: no agent); env VRAG_POLICY_URL")
-    parser.add_argument("--model", default=os.environ.get("VRAG_MODEL"), help="model name at that endpoint")
-    parser.add_argument("--api-key", default=os.environ.get("VRAG_API_KEY"), help="key for that endpoint")
-    parser.add_argument("--max-turns", type=int, default=10,
-                        help=f"default and most turns `ask` may run (1 to {MAX_TURNS_LIMIT})")
-    parser.add_argument("--call-timeout", type=float, default=DEFAULT_CALL_TIMEOUT,
-                        help="seconds any tool call may take before it is stopped")
-    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio",
-                        help="stdio (desktop assistants launch it) or streamable HTTP at /mcp")
-    parser.add_argument("--host", default="127.0.0.1", help="HTTP listen address (loopback by default)")
-    parser.add_argument("--port", type=int, default=8003)
-    parser.add_argument("--auth-token", default=os.environ.get(AUTH_TOKEN_ENV) or None,
-                        help=f"HTTP only: require 'Authorization: Bearer <token>'; env {AUTH_TOKEN_ENV}")
-    parser.add_argument("--insecure", action="store_true",
-                        help="HTTP only: allow a non-loopback --host without --auth-token")
-    return parser
+class Transport(str, enum.Enum):
+    """How MCP clients reach the server."""
+
+    stdio = "stdio"
+    http = "http"
 
 
-def main(argv: list[str] | None = None) -> None:
-    """`vrag-mcp`: run the MCP server over stdio or streamable HTTP."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not 1 <= args.max_turns <= MAX_TURNS_LIMIT:
-        parser.error(f"--max-turns must be between 1 and {MAX_TURNS_LIMIT}")
-    if not args.call_timeout > 0:
-        parser.error("--call-timeout must be positive")
-    if args.transport == "http" and not args.auth_token and not args.insecure and not is_loopback_host(args.host):
-        parser.error(f"--host {args.host} is reachable from other machines: give --auth-token (or "
-                     f"{AUTH_TOKEN_ENV}) so only clients with the token can use the tools, or --insecure to "
-                     "serve without one")
-    server = create_mcp_server(args.search_url, args.policy_url, args.model, args.api_key, args.search_api_key,
-                               args.max_turns, args.call_timeout)
-    if args.transport == "stdio":
+cli = typer.Typer(add_completion=False, rich_markup_mode=None)
+
+
+@cli.command()
+def serve(
+    search_url: Annotated[str, typer.Option(envvar="VRAG_SEARCH_URL",
+                                            help="search server (ours or upstream VRAG's)")] = "http://127.0.0.1:8002",
+    search_api_key: Annotated[str | None, typer.Option(envvar="VRAG_SEARCH_API_KEY")] = None,
+    policy_url: Annotated[str | None, typer.Option(
+        envvar="VRAG_POLICY_URL", help="OpenAI-compatible VLM endpoint for `ask` (omit: no agent)")] = None,
+    model: Annotated[str | None, typer.Option(envvar="VRAG_MODEL", help="model name at that endpoint")] = None,
+    api_key: Annotated[str | None, typer.Option(envvar="VRAG_API_KEY", help="key for that endpoint")] = None,
+    max_turns: Annotated[int, typer.Option(
+        help=f"default and most turns `ask` may run (1 to {MAX_TURNS_LIMIT})")] = 10,
+    call_timeout: Annotated[float, typer.Option(
+        help="seconds any tool call may take before it is stopped")] = DEFAULT_CALL_TIMEOUT,
+    transport: Annotated[Transport, typer.Option(
+        help="stdio (desktop assistants launch it) or streamable HTTP at /mcp")] = Transport.stdio,
+    host: Annotated[str, typer.Option(help="HTTP listen address (loopback by default)")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535)] = 8003,
+    auth_token: Annotated[str | None, typer.Option(
+        envvar=AUTH_TOKEN_ENV, help="HTTP only: require 'Authorization: Bearer <token>'")] = None,
+    insecure: Annotated[bool, typer.Option(
+        "--insecure", help="HTTP only: allow a non-loopback --host without --auth-token")] = False,
+) -> None:
+    """Serve a VRAG corpus (and agent) as MCP tools, over stdio or streamable HTTP."""
+    if not 1 <= max_turns <= MAX_TURNS_LIMIT:
+        raise typer.BadParameter(f"--max-turns must be between 1 and {MAX_TURNS_LIMIT}")
+    if not call_timeout > 0:
+        raise typer.BadParameter("--call-timeout must be positive")
+    auth_token = auth_token or None  # an empty VRAG_MCP_AUTH_TOKEN means none
+    if transport is Transport.http and not auth_token and not insecure and not is_loopback_host(host):
+        raise typer.BadParameter(
+            f"--host {host} is reachable from other machines: give --auth-token (or {AUTH_TOKEN_ENV}) so only "
+            "clients with the token can use the tools, or --insecure to serve without one")
+    server = create_mcp_server(search_url, policy_url, model, api_key, search_api_key, max_turns, call_timeout)
+    if transport is Transport.stdio:
         server.run("stdio")
     else:
         import uvicorn
 
-        uvicorn.run(http_app(server, args.host, args.auth_token), host=args.host, port=args.port)
+        uvicorn.run(http_app(server, host, auth_token), host=host, port=port)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`vrag-mcp`: run the MCP server over stdio or streamable HTTP (exit 2 with one line for unsafe settings)."""
+    cli(args=argv, prog_name="vrag-mcp")
 
 
 if __name__ == "__main__":
