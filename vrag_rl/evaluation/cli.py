@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from search_engine.infra.cli_exit import exit_status
+
 app = typer.Typer(add_completion=False, rich_markup_mode=None, help=__doc__)
 
 
@@ -97,11 +99,7 @@ def _run(*, dataset: Path, out: Path, summary_path: Path | None, base_url: str |
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The `vrag-eval` console script: the exit status (0 ok, 1 every episode failed, 2 bad arguments)."""
-    try:
-        app(args=list(argv) if argv is not None else None, prog_name="vrag-eval")
-    except SystemExit as stop:
-        return stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
-    return 0
+    return exit_status(app, argv, "vrag-eval")
 
 
 if __name__ == "__main__":  # pragma: no cover

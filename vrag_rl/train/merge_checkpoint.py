@@ -16,11 +16,15 @@ Exit codes: 0 merged, 1 the merge or the verification failed, 2 bad arguments or
 """
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from search_engine.infra.cli_exit import exit_status
 
 LATEST_FILE = "latest_checkpointed_iteration.txt"  # written by verl's trainer in trainer.default_local_dir
 
@@ -106,35 +110,43 @@ def verify_model_dir(path: Path, load_weights: bool = True) -> None:
         AutoModelForImageTextToText.from_pretrained(path, dtype="auto")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """The command line (`scripts/merge_checkpoint.py`): returns the exit code instead of exiting, for tests."""
-    parser = argparse.ArgumentParser(prog="merge_checkpoint.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("checkpoint", type=Path, help="trainer.default_local_dir, a global_step_N dir or its actor dir")
-    parser.add_argument("--out", type=Path, required=True, help="Hugging Face model directory to write")
-    parser.add_argument("--step", type=int, default=None, help="which global_step to merge (default: the latest)")
-    parser.add_argument("--overwrite", action="store_true")
-    parser.add_argument("--no-verify", dest="verify", action="store_false",
-                        help="skip loading the merged weights back (config and processor are still checked)")
-    args = parser.parse_args(argv)
+cli = typer.Typer(add_completion=False, rich_markup_mode=None)
+
+
+@cli.command()
+def merge_command(
+    checkpoint: Annotated[Path, typer.Argument(
+        help="trainer.default_local_dir, a global_step_N dir or its actor dir")],
+    out: Annotated[Path, typer.Option(help="Hugging Face model directory to write")],
+    step: Annotated[int | None, typer.Option(min=0, help="which global_step to merge (default: the latest)")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
+    verify: Annotated[bool, typer.Option(
+        "--verify/--no-verify", help="load the merged weights back (config and processor are always checked)")
+    ] = True,
+) -> None:
+    """Merge a verl FSDP checkpoint into a Hugging Face model directory (exit 0 merged, 1 failed, 2 bad layout)."""
     try:
-        actor_dir = find_actor_dir(args.checkpoint, args.step)
+        actor_dir = find_actor_dir(checkpoint, step)
         world_size = check_shards(actor_dir)
     except CheckpointLayoutError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(f"merging {actor_dir} ({world_size} shard(s)) into {args.out}")
+        raise typer.Exit(2) from None
+    print(f"merging {actor_dir} ({world_size} shard(s)) into {out}")
     try:
-        merge(actor_dir, args.out, overwrite=args.overwrite, verify=args.verify)
+        merge(actor_dir, out, overwrite=overwrite, verify=verify)
     except FileExistsError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise typer.Exit(2) from None
     except Exception as exc:  # noqa: BLE001 - report any failure of the merge or the reload, with its type
         print(f"error: merge failed: {exc.__class__.__name__}: {exc}", file=sys.stderr)
-        return 1
-    print(f"merged: {args.out}\n  serve it: vllm serve {args.out} --port 8001\n"
-          f"  demo:     ./run_demo.sh --policy-url http://127.0.0.1:8001/v1 (or --policy-model {args.out})")
-    return 0
+        raise typer.Exit(1) from None
+    print(f"merged: {out}\n  serve it: vllm serve {out} --port 8001\n"
+          f"  demo:     ./run_demo.sh --policy-url http://127.0.0.1:8001/v1 (or --policy-model {out})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line (`scripts/merge_checkpoint.py`): returns the exit code instead of exiting, for tests."""
+    return exit_status(cli, argv, "merge_checkpoint.py")
 
 
 if __name__ == "__main__":
