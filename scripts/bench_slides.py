@@ -88,7 +88,8 @@ def rewrite_for_images(questions: Path, names: dict[tuple[str, int], str], out: 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+    # no abbreviations: "--out" must reach the check below, not be read as --out-dir
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False,
                                 epilog="Other options are passed on to scripts/bench_real_docs.py.")
     p.add_argument("--docs", type=Path, default=DEFAULT_DOCS, help=f"folder of slide PDFs (default {DEFAULT_DOCS})")
     p.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS,

@@ -14,7 +14,8 @@ question's reference page, for each extractor:
 Per question it checks, in that extractor's tables: `found` — a cell holds the answer; `clean` — that cell
 is mostly the answer (not a whole row or column glued into one cell); `row` — another cell of the same row
 holds the question's row key (the label that picks the row, e.g. "α Cen A"); `col` — a cell above it in
-the same column holds the column key (the column header, e.g. "Luminosity"). The keys below were read off
+the same column holds the column key (the column header, e.g. "Luminosity"), in a row of at least two
+filled cells (a row glued into one cell has no columns). The keys below were read off
 the rendered pages by a person; a question without a row or column key (the answer is itself a header,
 or the table has none) does not count for that check. Times are CPU seconds per page (process time, so a
 busy shared machine does not inflate them), the median of --repeat runs.
@@ -125,7 +126,8 @@ def check_tables(grids: list[Grid], refs: list[str], row_key: str | None, col_ke
                 result.clean |= any(clean(cell, ref) for ref in refs)
                 if row_key:
                     result.row |= any(holds(other, row_key) for k, other in enumerate(row) if k != c)
-                if col_key:
+                if col_key and sum(1 for other in row if other.strip()) > 1:  # a row glued into one cell has
+                    # no columns: its "header" above is the header row glued too
                     result.col |= any(c < len(above) and holds(above[c], col_key) for above in grid[:r])
     return result
 
