@@ -116,20 +116,21 @@ class Check:
 
 def check_tables(grids: list[Grid], refs: list[str], row_key: str | None, col_key: str | None) -> Check:
     """Find the answer among the tables' cells and check its row and column keys (best over all hits)."""
-    result = Check(tables=len(grids), row=False if row_key else None, col=False if col_key else None)
+    found = is_clean = row_ok = col_ok = False
     for grid in grids:
         for r, row in enumerate(grid):
             for c, cell in enumerate(row):
                 if not any(holds(cell, ref) for ref in refs):
                     continue
-                result.found = True
-                result.clean |= any(clean(cell, ref) for ref in refs)
+                found = True
+                is_clean |= any(clean(cell, ref) for ref in refs)
                 if row_key:
-                    result.row |= any(holds(other, row_key) for k, other in enumerate(row) if k != c)
+                    row_ok |= any(holds(other, row_key) for k, other in enumerate(row) if k != c)
                 if col_key and sum(1 for other in row if other.strip()) > 1:  # a row glued into one cell has
                     # no columns: its "header" above is the header row glued too
-                    result.col |= any(c < len(above) and holds(above[c], col_key) for above in grid[:r])
-    return result
+                    col_ok |= any(c < len(above) and holds(above[c], col_key) for above in grid[:r])
+    return Check(tables=len(grids), found=found, clean=is_clean, row=row_ok if row_key else None,
+                 col=col_ok if col_key else None)
 
 
 # ------------------------------------------------------------------------------------------ extractors

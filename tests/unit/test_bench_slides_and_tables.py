@@ -19,6 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _load(name: str):
     spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses resolve their module by name
     spec.loader.exec_module(module)
