@@ -12,6 +12,7 @@ from types import ModuleType
 from PIL import Image
 
 from search_engine.documents import DocumentError
+from search_engine.ocr_polarity import dark_bands, inverted
 
 TESSERACT_HINT = "OCR needs the tesseract binary: apt-get install tesseract-ocr tesseract-ocr-eng"
 # Languages tried, in this order, when the OCR language is "auto" and English reads poorly.
@@ -182,10 +183,43 @@ def _line(data: dict[str, list], indices: list[int]) -> OcrLine:
 
 
 def _read_lines(image: Image.Image, lang: str) -> list[OcrLine]:
-    """Lines in tesseract's reading order (block by block, so columns stay apart)."""
+    """Lines in tesseract's reading order (block by block, so columns stay apart), plus the light-on-dark
+    text of dark bands (title bars, dark frames) read inverted and placed by their height on the page."""
     pytesseract = _checked_tesseract()
     data = pytesseract.image_to_data(image, lang=lang, output_type=pytesseract.Output.DICT)
-    return [_line(data, indices) for indices in _group_words(data).values()]
+    lines = [_line(data, indices) for indices in _group_words(data).values()]
+    extra = _read_dark_bands(image, lang, lines)
+    return _merged_by_height(lines, extra) if extra else lines
+
+
+def _read_dark_bands(image: Image.Image, lang: str, read: list[OcrLine]) -> list[OcrLine]:
+    """Lines of the page's dark bands (`search_engine.ocr_polarity`) read inverted; words the normal pass
+    already read (their centre inside one of its word boxes) are dropped, so nothing is read twice."""
+    pytesseract = _checked_tesseract()
+    known = [word.box for line in read for word in line.words]
+    first_block = max((line.block for line in read), default=0) + 1
+    lines: list[OcrLine] = []
+    for number, box in enumerate(dark_bands(image)):
+        data = pytesseract.image_to_data(inverted(image, box), lang=lang, output_type=pytesseract.Output.DICT)
+        for i in range(len(data["text"])):
+            data["left"][i] += box[0]
+            data["top"][i] += box[1]
+            data["block_num"][i] += (first_block + number) * 1000  # apart from the normal pass's blocks
+            centre = (data["left"][i] + data["width"][i] / 2, data["top"][i] + data["height"][i] / 2)
+            if any(x1 <= centre[0] <= x2 and y1 <= centre[1] <= y2 for x1, y1, x2, y2 in known):
+                data["conf"][i] = -1  # already read: `_group_words` skips it
+        lines.extend(_line(data, indices) for indices in _group_words(data).values())
+    return lines
+
+
+def _merged_by_height(lines: list[OcrLine], extra: list[OcrLine]) -> list[OcrLine]:
+    """`lines` in their reading order with each extra line placed before the first line that starts lower
+    on the page (a title bar's title before the body it heads)."""
+    merged = list(lines)
+    for line in sorted(extra, key=lambda item: (item.box[1], item.box[0])):
+        position = next((i for i, other in enumerate(merged) if other.box[1] > line.box[1]), len(merged))
+        merged.insert(position, line)
+    return merged
 
 
 def mean_confidence(lines: list[OcrLine]) -> float:
