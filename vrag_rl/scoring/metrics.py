@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 import string
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
@@ -27,13 +28,15 @@ _CJK_CHAR = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf
 def normalize_answer(text: str | None) -> str:
     """SQuAD v1.1 normalisation (Rajpurkar et al. 2016, official eval script).
 
-    Lowercase, drop punctuation, drop the articles a/an/the, collapse whitespace: so
+    Lowercase, drop punctuation (ASCII and Unicode), drop the articles a/an/the, collapse whitespace: so
     "The $341 million." and "341 million" differ only by the "$".
     """
     if not text:
         return ""
     text = text.lower()
-    text = "".join(ch for ch in text if ch not in _PUNCT)
+    # ASCII punctuation as SQuAD, plus every Unicode punctuation mark (full-width 。，、： and the like),
+    # so "样式为 beta。" contains "beta" as "... beta." does
+    text = "".join(ch for ch in text if ch not in _PUNCT and not unicodedata.category(ch).startswith("P"))
     text = _ARTICLES.sub(" ", text)
     return " ".join(text.split())
 
