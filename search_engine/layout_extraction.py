@@ -29,13 +29,14 @@ Boxes of a PDF page are converted from PDF points to the pixels of the stored pa
 """
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from search_engine.page_layout import Box, PageLayout, Region, RegionKind, TableCell
+from search_engine.page_layout import Box, Label, PageLayout, Region, RegionKind, TableCell
 
 if TYPE_CHECKING:  # pragma: no cover
     import pymupdf
@@ -44,13 +45,19 @@ if TYPE_CHECKING:  # pragma: no cover
     from search_engine.text_extraction import OcrLine
 
 # A caption starts with a short label word (any script) and a number: "Figure 3:", "Fig. 2.", "Table IV",
-# "图 1", "表2：". Position decides which figure or table it belongs to.
+# "图 1", "表2：", "Table A.1" (an appendix's). Position decides which figure or table it belongs to.
 # The label starts with a capital or a character of a caseless script (captions are set that way); a Roman
 # numeral must stand apart from it ("Table IV", not the acronym "ICC"); after the number comes a separator,
 # a capital or CJK text ("Figure 2: ...", "Table 3 Results", "图1 收入"), not a sentence ("Table 2 shows").
+# A figure's number has at most three digits per part ("Revenue 2023: 41" is a row, not "Figure 2023");
+# a Latin label is a word of two letters or more ("Q3 Results" is a quarter); a label and a number with
+# nothing after them ("Dove 5.4", "Jan 30") is a row of a table or a chart's label (OCR prints those as
+# lines of their own), and so is one whose text goes on with more numbers ("Car 25 Bicycle 12"), unless a
+# separator says it is a caption ("Figure 2: ...").
 _CAPTION_START = re.compile(
-    r"^\s*(?![a-z])[^\W\d_]{1,12}(?:\.?\s*\d+(?:[.\-]\d+)*[a-z]?|\.?\s+[IVXLC]{1,6})"
-    r"(?:\s*[.:：、\-–—)|]|\s*(?=[\u3400-\u9fff])|\s+(?=[A-Z(\[\"“])|\s*$)")
+    r"^\s*(?![a-z])(?:[^\W\d_]{2,12}|[^\W\d_a-zA-Z])(?:\.?\s*(?:[A-Z][.\-])?\d{1,3}(?:[.\-]\d{1,3})*[a-z]?|\.?\s+[IVXLC]{1,6})"
+    r"(?:(?P<sep>\s*(?:[:：、)|]|[.\-–—](?!\d)))|\s*(?=[\u3400-\u9fff])|\s+(?=[A-Z(\[\"“]))")
+_STANDALONE_NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?%?(?![\w.])")
 _BULLET = re.compile(r"^\s*(?:[•◦▪●○■□–—\-*·]|\(?\d{1,3}[.)]|\(?[a-zA-Z][.)])\s+")
 _NUMERIC = re.compile(r"^[\s(]*[-+−–]?[$€£¥%]?\s*[\d.,]+\s*[%‰kKmMbB]?[)\s]*$")
 _DIGITS = re.compile(r"\d+")
@@ -85,6 +92,7 @@ class _Line:
     size: float  # font size (PDF) or line height (OCR), in page units
     bold: bool
     pieces: list[_Piece] = field(default_factory=list)
+    angle: float = 0.0  # degrees counter-clockwise of the baseline (PDF text layer; OCR lines are level)
 
 
 @dataclass
@@ -115,6 +123,7 @@ class _Table:
     header_cols: int
     order: float = 0.0
     caption: str = ""
+    ruled: bool = False  # found by its rulings (PyMuPDF), not by the alignment of its text
 
 
 @dataclass
@@ -187,7 +196,14 @@ def running_key(text: str) -> str:
 
 
 def _is_caption(text: str) -> bool:
-    return bool(_CAPTION_START.match(text)) and len(text) <= 600
+    """Caption-shaped text (see `_CAPTION_START`): a label, its number, then a separator or the caption's words."""
+    match = _CAPTION_START.match(text)
+    if match is None or len(text) > 600 or not text[match.end():].strip():
+        return False
+    if match.group("sep") is not None and match.group("sep").strip() not in ("-", "|"):
+        return True
+    rest = text[match.end():].split("\n", 1)[0]  # no separator: the rest must read as words, not as a row
+    return bool(rest.strip()) and _STANDALONE_NUMBER.search(rest) is None
 
 
 # ---------------------------------------------------------------------------------------- tables by alignment
@@ -291,11 +307,14 @@ def _grid_table(rows: list[list[_Piece]], bands: list[tuple[float, float]]) -> _
 
 
 def _header_rows(grid: list[list[tuple[str, Box]]], bold_rows: list[bool] | None = None) -> int:
-    """1 when the first row is a header: bold above non-bold rows, or words above columns of numbers."""
+    """Header rows: the bold rows above non-bold ones (up to three: a title row and column names), else 1
+    for words above columns of numbers."""
     if len(grid) < 2:
         return 0
-    if bold_rows and bold_rows[0] and not any(bold_rows[1:]):
-        return 1
+    if bold_rows:  # a run of bold rows above plain ones: a title row and the column names, or the names alone
+        run = next((k for k, bold in enumerate(bold_rows) if not bold), len(bold_rows))
+        if 0 < run <= 3 and run < len(grid) and not any(bold_rows[run:]):
+            return run
     first = [text for text, _ in grid[0] if text]
     if not first or any(_is_numeric(t) for t in first):
         return 0
@@ -414,6 +433,25 @@ def _figure_texts(figures: list[_Figure], blocks: list[_Block], used: set[int]) 
                     changed = True
 
 
+def _labels_not_tables(tables: list[_Table], figures: list[_Figure]) -> list[_Table]:
+    """Tables found by alignment that lie mostly on a figure are its labels (a pie's callouts in two
+    columns, a legend in a grid): their cells become the figure's labels, each with its box."""
+    kept = []
+    for table in tables:
+        host = next((f for f in figures if not table.ruled and _overlap(table.box, f.box) > 0.5 * _area(table.box)),
+                    None)
+        if host is None:
+            kept.append(table)
+            continue
+        for row in table.rows:
+            for text, box in row:
+                if text:
+                    size = max(1.0, box[3] - box[1])
+                    host.texts.append(_Line(text, box, size, False, [_Piece(text, box, size)]))
+        host.box = _union([host.box, table.box])
+    return kept
+
+
 def _compose(page_id: str, blocks: list[_Block], tables: list[_Table], figures: list[_Figure],
              page_w: float, page_h: float, scale: tuple[float, float], image_size: tuple[int, int],
              running: frozenset[str], source: str) -> PageLayout:
@@ -438,8 +476,10 @@ def _compose(page_id: str, blocks: list[_Block], tables: list[_Table], figures: 
         if kind is not None:
             margin[block.order] = kind
             used.add(block.order)
-    _attach_captions(blocks, [*tables, *figures], used)
+    # labels first: a caption lies outside the figure's tick and category labels, not its drawing alone
     _figure_texts(figures, blocks, used)
+    tables = _labels_not_tables(tables, figures)
+    _attach_captions(blocks, [*tables, *figures], used)
     placed: list[_Table | _Figure] = [*tables, *figures]
     for item in placed:
         if not item.order:
@@ -462,7 +502,10 @@ def _compose(page_id: str, blocks: list[_Block], tables: list[_Table], figures: 
             continue
         body_kind: RegionKind = "list" if _BULLET.match(block.lines[0].text) and len(block.lines) > 1 else "text"
         for k, part in enumerate(_split_paragraphs(block)):
-            text = _join_lines(line.text for line in part)
+            # OCR keeps a paragraph's printed lines apart: Tesseract groups a slide's list or a scan's small
+            # table into one paragraph, and its rows are what a reader pairs (the reader rejoins wrapped lines)
+            text = ("\n".join(ln.text.strip() for ln in part if ln.text.strip()) if source == "ocr"
+                    else _join_lines(line.text for line in part))
             if text:
                 entries.append((block.order + k * 1e-3, Region("", body_kind, px(_union(ln.box for ln in part)), text)))
     for table in tables:
@@ -474,7 +517,9 @@ def _compose(page_id: str, blocks: list[_Block], tables: list[_Table], figures: 
     for figure in figures:
         lines = sorted(figure.texts, key=lambda ln: (round(ln.box[1] / max(ln.size, 1)), ln.box[0]))
         text = "\n".join(ln.text for ln in lines if ln.text)
-        entries.append((figure.order, Region("", "figure", px(figure.box), text, figure.caption)))
+        labels = [Label(p.text, px(p.box), ln.angle) for ln in lines
+                  for p in (ln.pieces or [_Piece(ln.text, ln.box, ln.size)]) if p.text.strip()]
+        entries.append((figure.order, Region("", "figure", px(figure.box), text, figure.caption, labels=labels)))
     entries.sort(key=lambda e: e[0])
     regions = []
     for n, (_, region) in enumerate(entries, start=1):
@@ -512,7 +557,10 @@ def _pdf_blocks(page: pymupdf.Page) -> list[_Block]:
                     pieces.append(_Piece(span["text"].strip(), box, span["size"], bold))
             text = re.sub(r"\s+", " ", " ".join(p.text for p in pieces)).strip()
             size = max(s["size"] for s in spans)
-            lines.append(_Line(text, _union(p.box for p in pieces), size, all(p.bold for p in pieces), pieces))
+            cos, sin = raw_line.get("dir", (1.0, 0.0))
+            angle = round(math.degrees(math.atan2(-sin, cos)), 1)  # PDF image y grows downwards
+            lines.append(_Line(text, _union(p.box for p in pieces), size, all(p.bold for p in pieces), pieces,
+                               angle))
         if lines:
             blocks.append(_Block(len(blocks) + 1, lines))
     return blocks
@@ -578,7 +626,7 @@ def _pdf_ruled_tables(page: pymupdf.Page, blocks: list[_Block]) -> list[_Table]:
         if filled < 0.5 * sum(len(row) for row in grid):
             continue  # rulings around few words: a chart's bars and axes, a form, a framed box — not a table
         header_rows = _header_rows(grid, bold_rows)
-        tables.append(_Table(tuple(found.bbox), grid, header_rows, _header_cols(grid, header_rows)))
+        tables.append(_Table(tuple(found.bbox), grid, header_rows, _header_cols(grid, header_rows), ruled=True))
     return tables
 
 

@@ -37,12 +37,26 @@ class TableCell:
 
 
 @dataclass
+class Label:
+    """One piece of text printed inside a figure (a tick value, a category, a legend entry, an axis
+    title, a bar's value) with its own box and the angle of its baseline. A chart is read by where its
+    labels sit — a category pairs with the value printed above it, a tick column is the value axis —
+    and that is lost once the labels are joined into the figure's text."""
+
+    text: str
+    box: Box
+    angle: float = 0.0  # degrees counter-clockwise from horizontal (90: a y-axis title printed upwards)
+
+
+@dataclass
 class Region:
     """One region of a page.
 
     `text` is what the region says, in reading order (for a table: its rows, cells separated by " | ";
     for a figure: the labels, legend and callouts printed inside it). `caption` is a table's or figure's
-    caption when one was found next to it. `cells`, `header_rows` and `header_cols` are set for tables.
+    caption when one was found next to it. `cells`, `header_rows` and `header_cols` are set for tables;
+    `labels` for figures: each printed label with its box (optional, additive: layouts stored before it
+    load with none, and readers then fall back on `text`).
     """
 
     region_id: str  # unique within the page, e.g. "r3"
@@ -53,6 +67,7 @@ class Region:
     cells: list[TableCell] = field(default_factory=list)
     header_rows: int = 0
     header_cols: int = 0
+    labels: list[Label] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -60,7 +75,8 @@ class Region:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Region:
         cells = [TableCell(**{**c, "box": tuple(c["box"])}) for c in data.get("cells", [])]
-        return cls(**{**data, "box": tuple(data["box"]), "cells": cells})
+        labels = [Label(**{**lb, "box": tuple(lb["box"])}) for lb in data.get("labels", [])]
+        return cls(**{**data, "box": tuple(data["box"]), "cells": cells, "labels": labels})
 
 
 @dataclass

@@ -154,3 +154,73 @@ def build_structured_pdf(path: str | Path) -> StructuredPdf:
     c.showPage()
     c.save()
     return StructuredPdf(path)
+
+
+# ---- a page of two charts: one whose labels pair, one whose labels do not ---------------------------------
+
+CHART_TITLE = "Ferry passengers by route"
+ROUTE_BARS = [("Northway", 120), ("Eastgate", 340), ("Southpier", 95), ("Westbank", 210)]  # thousands
+ROUTE_TICKS = [0, 100, 200, 300, 400]
+ROUTE_X_TITLE = "Route"
+ROUTE_Y_TITLE = "Passengers (thousands)"
+ROUTE_CAPTION = "Figure 2: Ferry passengers carried on each route in 2025."
+# two series per quarter, each bar labelled: a quarter has two values, so no value pairs with it alone
+SERIES_BARS = [("Q1", 14, 22), ("Q2", 18, 25), ("Q3", 31, 12)]
+SERIES_CAPTION = "Figure 3: Cargo and cruise calls per quarter, two series."
+
+
+def _bar_chart(c, ox: float, oy: float, plot_w: float, plot_h: float, top: float, ticks: list[int],
+               bars: list[tuple], title: str = "", x_title: str = "", y_title: str = "", caption: str = "") -> None:
+    """A vertical bar chart: ticks right-aligned left of the axis, a category under each bar group, each
+    bar's value printed above it, an x-axis title under the categories, a y-axis title printed upwards,
+    a title centred above the plot, a caption under it."""
+    c.setLineWidth(1)
+    c.line(ox, oy, ox + plot_w, oy)
+    c.line(ox, oy, ox, oy + plot_h)
+    c.setFont("Helvetica", 9)
+    for tick in ticks:
+        ty = oy + tick / top * plot_h
+        c.line(ox - 4, ty, ox, ty)
+        c.drawRightString(ox - 7, ty - 3, str(tick))
+    group_w = plot_w / len(bars)
+    for i, (label, *values) in enumerate(bars):
+        bar_w = 0.6 * group_w / len(values)
+        for k, value in enumerate(values):
+            bx = ox + i * group_w + 0.2 * group_w + k * bar_w
+            c.setFillColorRGB(0.2 + 0.4 * k, 0.4, 0.7)
+            c.rect(bx, oy, bar_w, value / top * plot_h, stroke=0, fill=1)
+            c.setFillColorRGB(0, 0, 0)
+            c.drawCentredString(bx + bar_w / 2, oy + value / top * plot_h + 4, str(value))
+        c.drawCentredString(ox + (i + 0.5) * group_w, oy - 13, label)
+    if x_title:
+        c.drawCentredString(ox + plot_w / 2, oy - 30, x_title)
+    if y_title:
+        c.saveState()
+        c.translate(ox - 30, oy + plot_h / 2 - 50)
+        c.rotate(90)
+        c.drawString(0, 0, y_title)
+        c.restoreState()
+    if title:
+        c.setFont("Helvetica-Bold", 11)
+        c.drawCentredString(ox + plot_w / 2, oy + plot_h + 18, title)
+    if caption:
+        c.setFont("Helvetica-Oblique", 10)
+        c.drawString(ox, oy - 52, caption)
+
+
+def build_chart_pdf(path: str | Path) -> Path:
+    """Write a one-page report with two vector bar charts (see the constants above) to `path`."""
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
+    path = Path(path)
+    width, height = A4
+    c = canvas.Canvas(str(path), pagesize=A4)
+    c.setFont("Helvetica-Bold", 18)
+    c.drawString(56, height - 70, "Traffic in charts")
+    _bar_chart(c, 120, height - 380, 360, 220, 400, ROUTE_TICKS, ROUTE_BARS, CHART_TITLE, ROUTE_X_TITLE,
+               ROUTE_Y_TITLE, ROUTE_CAPTION)
+    _bar_chart(c, 120, height - 720, 360, 200, 35, [0, 10, 20, 30], SERIES_BARS, caption=SERIES_CAPTION)
+    c.showPage()
+    c.save()
+    return path

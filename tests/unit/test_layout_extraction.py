@@ -151,3 +151,82 @@ def test_scanned_page_layout_from_one_ocr_reading():
     assert grid[(0, 2)] == "February" and grid[(3, 0)] == "Cedar Basin" and grid[(3, 2)] == "85.6"
     x1, y1, x2, y2 = table.box
     assert 70 <= x1 <= 90 and 250 <= y1 <= 270 and y2 < 600  # pixels of the scan, caption not inside
+
+
+# ---- figure labels with their boxes; captions; OCR lines ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def chart_page(tmp_path_factory) -> PageLayout:
+    path = spdf.build_chart_pdf(tmp_path_factory.mktemp("charts") / "charts.pdf")
+    return pdf_document_layouts(str(path), ["charts_1"], [IMAGE_SIZE])[0]
+
+
+def test_figure_labels_keep_their_boxes_and_angles(chart_page):
+    figures = _kinds(chart_page, "figure")
+    assert len(figures) == 2
+    routes = figures[0]
+    by_text = {label.text: label for label in routes.labels}
+    for name, value in spdf.ROUTE_BARS:
+        category, printed = by_text[name], by_text[str(value)]
+        # each label has its own box in page pixels, inside the figure's box; a bar's value sits above its
+        # category, centred on the same column
+        assert routes.box[0] <= category.box[0] < category.box[2] <= routes.box[2] + 1
+        assert printed.box[3] < category.box[1]
+        assert abs((printed.box[0] + printed.box[2]) - (category.box[0] + category.box[2])) / 2 < 10
+    assert abs(by_text[spdf.ROUTE_Y_TITLE].angle - 90) < 1  # printed upwards
+    assert by_text[spdf.ROUTE_X_TITLE].angle == pytest.approx(0, abs=1)
+    ticks = [by_text[str(t)] for t in spdf.ROUTE_TICKS]
+    assert len({round(t.box[2]) for t in ticks}) == 1  # right-aligned in one column: the value axis
+
+
+def test_caption_below_a_charts_labels_is_the_figures(chart_page):
+    # the caption lies under the categories and the x-axis title, further from the drawing than from the labels
+    figures = _kinds(chart_page, "figure")
+    assert [f.caption for f in figures] == [spdf.ROUTE_CAPTION, spdf.SERIES_CAPTION]
+    assert not _kinds(chart_page, "caption") and not _kinds(chart_page, "heading")[1:]
+
+
+def test_layouts_stored_before_labels_still_load(layouts):
+    stored = layouts[2].to_dict()
+    for region in stored["regions"]:
+        region.pop("labels")
+    old = PageLayout.from_dict(stored)
+    assert all(region.labels == [] for region in old.regions)
+    assert [r.text for r in old.regions] == [r.text for r in layouts[2].regions]
+
+
+@pytest.mark.parametrize(("text", "is_caption"), [
+    ("Figure 3: Revenue by segment", True), ("Fig. 2. Layout of the plant", True), ("Table IV Results", True),
+    ("Table A.1: Mirrors in mainland China", True), ("Figure 11-5: Simple bar chart", True), ("图 1 收入构成", True),
+    ("表2：主要指标", True), ("Table 3 Results of the survey", True), ("Figure 3\nMonthly sales", True),
+    # rows of a table and a chart's labels, as OCR prints them on lines of their own
+    ("Dove 5.4", False), ("Jan 30", False), ("Car 25 Bicycle 12", False), ("Revenue 2023: 41", False),
+    ("Q3 Results", False), ("Table 2 shows the results", False), ("Figure 3", False),
+])
+def test_caption_shape_is_not_a_table_row(text, is_caption):
+    from search_engine.layout_extraction import _is_caption
+
+    assert _is_caption(text) is is_caption
+
+
+def test_bold_title_and_header_rows_are_both_headers():
+    from search_engine.layout_extraction import _header_rows
+
+    grid = [[(t, (0.0, 0.0, 1.0, 1.0)) for t in row] for row in
+            [["widget parameters", "", ""], ["Parameter", "Meaning", "Default"], ["maxlen", "maximum length", "100"],
+             ["name", "the field name", "None"]]]
+    assert _header_rows(grid, [True, True, False, False]) == 2
+    assert _header_rows(grid, [True, False, False, False]) == 1
+    assert _header_rows(grid, [True, True, True, True]) == 0  # all bold: typography says nothing
+
+
+def test_ocr_paragraph_keeps_its_printed_lines():
+    from search_engine.text_extraction import OcrLine
+
+    rows = ["Route sailings this year", "Bayview harbour 1,240", "Eastport 860", "Kellen Island 415"]
+    lines = [OcrLine(text, (40, 100 + 30 * i, 400, 122 + 30 * i), 90.0, [], 1, 1) for i, text in enumerate(rows)]
+    layout = layout_from_ocr_lines(lines, "slide_1", (1000, 800))
+    body = [r for r in layout.regions if r.kind in ("text", "list")]
+    assert len(body) == 1 and body[0].text.split("\n") == rows
+    assert not _kinds(layout, "caption")
