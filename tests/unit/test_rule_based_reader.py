@@ -326,8 +326,11 @@ def report_layouts(tmp_path_factory):
     ("table_page", "Which terminal has the most berths?", "Container yard"),
     ("table_page", "What is the pilotage fee?", None),  # not on the page: nothing, not a fragment
     ("figure_page", "What does Figure 1 show?", "Monthly cruise calls in the first quarter and April"),
-    # the chart's bar labels and axis ticks come without positions: no pairing is guessed
-    ("figure_page", "In which month were cruise calls highest?", None),
+    # the chart's labels carry their boxes: each month pairs with the value printed above its bar
+    ("figure_page", "In which month were cruise calls highest?", "Mar"),
+    ("figure_page", "How many cruise calls were there in April?", "51"),
+    ("figure_page", "What is the highest value on the y-axis of the cruise chart?", "60"),
+    ("figure_page", "What is the y-axis title of the cruise chart?", "Calls per month"),
 ])
 def test_reads_real_pdf_layouts(report_layouts, page, question, answer):
     pdf, layouts = report_layouts
@@ -353,3 +356,96 @@ def test_layouts_from_the_search_server(text_search_server):
     layout = backend.layouts.fetch("metro_travel_survey_2024_4")
     assert layout is not None and layout.source == "pdf" and any(r.kind == "table" for r in layout.regions)
     assert backend.layouts.fetch("no_such_page_1") is None  # a failed fetch is logged and read by OCR instead
+
+
+# ---- charts read by where their labels sit ------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def chart_layout(tmp_path_factory):
+    from search_engine.layout_extraction import pdf_document_layouts
+    from testkit.structured_pdf import build_chart_pdf
+
+    path = build_chart_pdf(tmp_path_factory.mktemp("charts") / "charts.pdf")
+    return pdf_document_layouts(str(path), ["charts_1"], [(1191, 1684)])[0]
+
+
+def test_chart_structure_from_label_geometry(chart_layout):
+    from testkit import structured_pdf as spdf
+    from vrag_rl.reader.charts import read_chart
+
+    routes, series = [r for r in chart_layout.regions if r.kind == "figure"]
+    chart = read_chart(routes)
+    assert [lb.text for lb in chart.value_axis] == [str(t) for t in reversed(spdf.ROUTE_TICKS)]
+    assert chart.value_axis_side == "y" and chart.category_side == "x"
+    assert [(p.category.text, p.value.text) for p in chart.pairs] == [(n, str(v)) for n, v in spdf.ROUTE_BARS]
+    assert chart.x_title.text == spdf.ROUTE_X_TITLE and chart.y_title.text == spdf.ROUTE_Y_TITLE
+    assert chart.title.text == spdf.CHART_TITLE
+    # two bars per quarter: two values in each category's column, so no category pairs with one of them
+    two = read_chart(series)
+    assert [lb.text for lb in two.categories] == [q for q, *_ in spdf.SERIES_BARS] and two.pairs == []
+
+
+@pytest.mark.parametrize(("question", "answer"), [
+    ("In the ferry chart, how many passengers did Eastgate carry?", "340"),
+    ("Which route has the most passengers in the ferry chart?", "Eastgate"),
+    ("Which route carried the fewest ferry passengers?", "Southpier"),
+    ("What is the x-axis label of the ferry passengers chart?", "Route"),
+    ("What is the y-axis title of the ferry passengers chart?", "Passengers (thousands)"),
+    ("What is the highest value on the y-axis of the ferry passengers chart?", "400"),
+    ("What is the title of the ferry chart?", "Ferry passengers by route"),
+    # the two-series chart cannot pair a quarter with one value: no answer rather than a guess
+    ("How many cargo calls were there in Q2 according to the two-series chart?", None),
+    ("Which quarter has the most cargo calls in the two-series chart?", None),
+    ("How many ferry passengers did the Harbourside route carry?", None),  # no such category
+])
+def test_reads_a_chart_by_its_label_geometry(chart_layout, question, answer):
+    reading = Reader(None).read(question, chart_layout)
+    assert (reading.answer if reading else None) == answer, reading
+
+
+def test_figure_of_labels_only_counts_its_parts():
+    from search_engine.page_layout import Label
+
+    names = ["Alpha", "Beta", "Gamma", "Delta", "Epsilon"]
+    labels = [Label(n, (500 + 40 * (i % 2), 100 + 60 * i, 580 + 40 * (i % 2), 120 + 60 * i))
+              for i, n in enumerate(names)]
+    pie = Region("f", "figure", (300, 80, 700, 420), "\n".join(names),
+                 "Figure 4: Shares of the five products in a pie.", labels=labels)
+    reader = Reader(None)
+    assert reader.read("How many slices does the pie in Figure 4 have?", _page(pie)).answer == "5"
+    assert reader.read("How many units of Gamma were sold, according to the pie?", _page(pie)) is None
+
+
+def test_title_row_above_column_names_and_merged_row_labels():
+    textfield = _table("t", [["textfield parameters", "", ""], ["Parameter", "Meaning", "Default"],
+                             ["name", "the field's group name", "None"],
+                             ["maxlen", "maximum length of the value", "100"], ["value", "the field's text", "''"]])
+    reader = Reader(None)
+    assert reader.read("What is the default maxlen of the textfield?", _page(textfield)).answer == "100"
+    # a word answers a question that only names a quantity noun ("value"); "how many" still needs a number
+    choice = _table("c", [["choice parameters", "", ""], ["Parameter", "Meaning", "Default"],
+                          ["fieldFlags", "flags of the widget", "'combo'"], ["maxlen", "the longest value", "100"]])
+    assert reader.read("What is the default fieldFlags value of the choice widget?", _page(choice)).answer == "'combo'"
+    counted = reader.read("How many fieldFlags does the choice widget have by default?", _page(choice))
+    assert counted is None or not counted.legible  # no number in the cell: the policy says not found
+    engines = _table("e", [["", "Format", "plain TeX", "LaTeX"], ["TeX engine", "DVI", "tex", "N/A"],
+                           ["pdfTeX engine", "DVI", "etex", "latex"], ["", "PDF", "pdftex", "pdflatex"]],
+                     header_rows=1)  # the bold top row, as ingestion marks it
+    assert reader.read("Which command does the pdfTeX engine use to make PDF with plain TeX?",
+                       _page(engines)).answer == "pdftex"
+
+
+def test_a_row_found_by_a_key_printed_in_it_alone():
+    mirrors = _table("m", [["Aliyun", "https://mirrors.aliyun.com/ctan/"],
+                           ["Harbin Institute", "https://mirrors.hit.edu.cn/ctan/"],
+                           ["Tsinghua University", "https://mirrors.tuna.tsinghua.edu.cn/ctan/"]])
+    reading = Reader(None).read("Which institution runs the mirror at mirrors.hit.edu.cn?", _page(mirrors))
+    assert reading is not None and reading.answer == "Harbin Institute"
+
+
+def test_when_inside_a_question_is_a_condition():
+    assert question_form("When was the gauge commissioned?").time
+    assert question_form("In 2020, when did the plant open?").time
+    assert not question_form("What is the result when only the user password is set?").time
+    assert question_form("How many berths are there?").needs_number
+    assert not question_form("What is the default value of maxlen?").needs_number

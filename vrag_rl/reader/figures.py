@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from search_engine.page_layout import Region
+from search_engine.page_layout import Box, Region
 from vrag_rl.reader.values import number_of, values_in
 
 
@@ -21,6 +21,7 @@ class LabelValue:
     label: str
     value: str
     number: float
+    box: Box | None = None  # where both are printed, when the figure's labels carry boxes
 
 
 def label_lines(region: Region) -> list[str]:
@@ -38,19 +39,36 @@ def _value_only(text: str) -> bool:
     return len(values) == 1 and not re.sub(re.escape(values[0].text), "", text).strip(" :|-–()")
 
 
+def _line_pair(line: str, box: Box | None = None) -> LabelValue | None:
+    """ "Car 25%", "Cruise calls: 45": a label and one value printed apart on one line ("Jun-99" is a
+    category with its year, not a label and a value)."""
+    values = [v for v in values_in(line) if not v.is_date]
+    if len(values) != 1:
+        return None
+    value = values[0]
+    before, after = line[:value.start], line[value.start + len(value.text):]
+    if (before and not before[-1].isspace() and before[-1] not in ":(") or (after and after[0].isalnum()):
+        return None
+    label = (before + after).strip(" :|-–()")
+    if label and re.search(r"[^\W\d_]", label) and number_of(value.text) is not None:
+        return LabelValue(label, value.text, number_of(value.text), box)
+    return None
+
+
+def line_pairs(region: Region) -> list[LabelValue]:
+    """(label, value) pairs printed together on one label (a legend entry, a bar labelled "Car 25%")."""
+    if region.labels:
+        found = [_line_pair(lb.text, lb.box) for lb in region.labels]
+    else:
+        found = [_line_pair(line) for line in label_lines(region)]
+    return [pair for pair in found if pair is not None]
+
+
 def label_values(region: Region) -> list[LabelValue]:
-    """The figure's (label, value) pairs: from "label value" lines, else from a run of labels and a run
-    of as many values (in reading order)."""
+    """The figure's (label, value) pairs, for a figure stored without label boxes: from "label value"
+    lines, else from a run of labels and a run of as many values (in reading order)."""
     lines = label_lines(region)
-    pairs = []
-    for line in lines:
-        values = [v for v in values_in(line) if not v.is_date]
-        if len(values) != 1:
-            continue
-        value = values[0]
-        label = (line[:value.start] + line[value.start + len(value.text):]).strip(" :|-–()")
-        if label and re.search(r"[^\W\d_]", label) and number_of(value.text) is not None:
-            pairs.append(LabelValue(label, value.text, number_of(value.text)))
+    pairs = line_pairs(region)
     if len(pairs) >= 2:
         return pairs
     labels = [line for line in lines if not _numbers(line) and re.search(r"[^\W\d_]", line)]

@@ -74,7 +74,8 @@ def map_layout(layout: PageLayout, frame: Frame, size: tuple[int, int]) -> PageL
         return replace(c, box=frame.box(c.box))
 
     def region(r: Region) -> Region:
-        return replace(r, box=frame.box(r.box), cells=[cell(c) for c in r.cells])
+        return replace(r, box=frame.box(r.box), cells=[cell(c) for c in r.cells],
+                       labels=[replace(lb, box=frame.box(lb.box)) for lb in r.labels])
 
     return replace(layout, width=int(size[0]), height=int(size[1]), regions=[region(r) for r in layout.regions])
 

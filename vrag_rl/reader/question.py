@@ -26,7 +26,10 @@ MONEY_NOUNS = frozenset("revenue income profit cost price sales budget salary fe
                         "wage rent tax debt pay".split())
 _PERCENT_CJK = re.compile(r"占比|比例|百分|比率|份额")
 _MONEY_CJK = re.compile(r"收入|营收|利润|成本|价格|费用|预算|工资|股息")
-_TIME_PHRASE = re.compile(r"\b(when|what year|which year|what date|which date|in what year|what month)\b|"
+# "when" asks for a time at the start of a question or of its clause ("In 2020, when did ..."); inside
+# one it is a condition ("what is the result when only the user password is set")
+_TIME_PHRASE = re.compile(r"(?:^|[,;:]\s*)(?:since |until )?when\b|"
+                          r"\b(what year|which year|what date|which date|in what year|what month)\b|"
                           r"哪一?年|何时|什么时候|日期")
 _ENTITY_START = re.compile(r"^\s*(which|who|whom|whose|where)\b|\b(which|who|whom|whose)\b|哪[个些家里位]|谁")
 _SUPERLATIVE_MAX = re.compile(r"\b(most|largest|highest|biggest|greatest|top|maximum|best|leading)\b|"
@@ -49,6 +52,13 @@ class QuestionForm:
     kind: str = ""  # "percent" or "money" when the question's noun says so
     figure: bool = False  # the question points at a figure or chart
     yes_no: bool = False  # "Is/Does/Did ...?"
+    asks_amount: bool = False  # "how many / how much / 多少": a number for sure, not only a noun that may name one
+
+    @property
+    def needs_number(self) -> bool:
+        """A value is required: a date for "when", a number for "how many". A question that only names a
+        quantity noun ("what is the default value of fieldFlags") may be answered by a word ("combo")."""
+        return self.time or self.asks_amount
 
     @property
     def wants_value(self) -> bool:
@@ -78,6 +88,33 @@ class QuestionForm:
         if self.kind == "money":
             return not value.is_percent
         return True
+
+
+_X_AXIS = re.compile(r"\b(x|horizontal|category|categories)[- ]?axis\b|横轴|横坐标|[xX]\s?轴", re.I)
+_Y_AXIS = re.compile(r"\b(y|vertical)[- ]?axis\b|纵轴|纵坐标|[yY]\s?轴", re.I)
+_VALUE_AXIS = re.compile(r"\bvalue[- ]?axis\b|\bticks?\b|\bscale\b|刻度", re.I)
+_AXIS = re.compile(r"\baxis\b|\baxes\b|坐标轴", re.I)
+_CHART_TITLE = re.compile(r"\btitle\b|标题", re.I)
+_COUNT = re.compile(r"\bhow many\b|多少个|几个", re.I)
+
+
+def chart_part(question: str) -> str:
+    """Which part of a chart the question names, by the general vocabulary of charts: "x" / "y" (an
+    axis named by letter or direction), "value" (the value axis, its ticks or scale), "axis" (an axis,
+    unnamed), "title" (the chart's title), "count" ("how many"), or "" for none."""
+    if _X_AXIS.search(question):
+        return "x"
+    if _Y_AXIS.search(question):
+        return "y"
+    if _VALUE_AXIS.search(question):
+        return "value"
+    if _AXIS.search(question):
+        return "axis"
+    if _CHART_TITLE.search(question):
+        return "title"
+    if _COUNT.search(question):
+        return "count"
+    return ""
 
 
 def form_words(question: str) -> set[str]:
@@ -111,5 +148,6 @@ def question_form(question: str) -> QuestionForm:
         if not kind and has_cjk(q):
             kind = "percent" if _PERCENT_CJK.search(q) else "money" if _MONEY_CJK.search(q) else ""
     return QuestionForm(quantity=quantity, time=time, superlative=superlative, entity=entity, kind=kind,
-                        figure=bool(_FIGURE.search(q)), yes_no=bool(_YES_NO.match(q)))
+                        figure=bool(_FIGURE.search(q)), yes_no=bool(_YES_NO.match(q)),
+                        asks_amount=bool(_QUANTITY_PHRASE.search(q)))
 

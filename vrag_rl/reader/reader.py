@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from search_engine.page_layout import Box, PageLayout, Region
-from vrag_rl.reader import figures, spans, tables
+from vrag_rl.reader import charts, figures, spans, tables
 from vrag_rl.reader.geometry import intersects, union
-from vrag_rl.reader.question import QuestionForm, form_words, question_form
+from vrag_rl.reader.question import QuestionForm, chart_part, form_words, question_form
 from vrag_rl.reader.relevance import MIN_COVERAGE, Embedder, TermWeights, terms_of
 from vrag_rl.reader.terms import content_terms
 from vrag_rl.reader.values import number_of
@@ -163,6 +163,18 @@ class Reader:
                 scores = self.embedder.cosines(question, labels)
                 if float(scores.max()) > 0:
                     col_hit[cols[int(scores.argmax())]] = True
+        # a question term printed in one body cell only is a key to that row ("mirrors.hit.edu.cn")
+        cell_count: dict[str, int] = {}
+        for r in rows:
+            for c in cols:
+                if grid.cell(r, c) is not None:
+                    for term in terms_of(grid.cell(r, c).text) & q_terms:
+                        cell_count[term] = cell_count.get(term, 0) + 1
+        keys = {term for term, count in cell_count.items() if count == 1}
+        # an identifier (an address, a file name, a code: not a plain word) printed in one cell names its row
+        # as surely as a row header does
+        ids = {term for term in keys if len(term) >= 4 and not term.isalpha() and re.search(r"[^\W\d_]", term)}
+        row_texts = {r: " ".join(grid.cell(r, c).text for c in cols if grid.cell(r, c) is not None) for r in rows}
         out: list[_Candidate] = []
         if form.superlative and not form.quantity and grid.header_cols:
             out += _extreme_rows(region, grid, rows, cols, col_hit, form, question, around, half)
@@ -174,6 +186,8 @@ class Reader:
                 row_label, col_label = grid.row_labels.get(r, ""), grid.col_labels.get(c, "")
                 pinned = (row_hit.get(r, False) or len(rows) == 1) and (col_hit.get(c, False) or len(cols) == 1)
                 answer, fit = spans.answer_span(cell.text, question, form, ignore)
+                if not fit and form.wants_value and not form.needs_number:
+                    answer, fit = cell.text, 1  # "the default value of fieldFlags": the cell says 'combo'
                 legible = not (form.wants_value and not fit)
                 if not legible and not (pinned and len(rows) > 1):
                     continue  # an unreadable cell is kept only where the question pins it: a zoom may read it
@@ -183,17 +197,21 @@ class Reader:
                     and bool(q_terms & terms_of(col_label))
                 out.append(_Candidate(answer, evidence.strip(": "), box, region.region_id, "table",
                                       f"{row_label} {col_label} {cell.text}".strip(),
-                                      terms_of(f"{row_label} {col_label} {cell.text} {around}"),
+                                      terms_of(f"{row_label} {col_label} {cell.text} {around} {row_texts[r]}"),
                                       terms_of(f"{row_label} {col_label} {cell.text}"), True, pinned,
                                       0.1 if fit == 2 else 0.0 if legible else -0.2, half, legible, named))
                 cell_terms = terms_of(cell.text)
-                if (form.entity and not form.superlative and row_label and cell_terms
-                        and len(cell_terms & q_terms) * 2 >= len(cell_terms) and not terms_of(row_label) <= q_terms):
-                    # "which command is noted as 'for use with manual brackets'": the row the question quotes
+                quoted = bool(cell_terms) and (len(cell_terms & q_terms) * 2 >= len(cell_terms)
+                                               or bool(cell_terms & keys))
+                if (form.entity and not form.superlative and row_label and quoted
+                        and not terms_of(row_label) <= q_terms):
+                    # "which command is noted as 'for use with manual brackets'", "which mirror is at
+                    # mirrors.hit.edu.cn": the row the question quotes, or names by a key printed in it alone
                     out.append(_Candidate(row_label, evidence.strip(": "), box, region.region_id, "table",
                                           f"{col_label} {cell.text}".strip(),
                                           terms_of(f"{row_label} {col_label} {cell.text} {around}"),
-                                          terms_of(f"{col_label} {cell.text}"), True, True, 0.1, half))
+                                          terms_of(f"{col_label} {cell.text}"), True, True, 0.1, half,
+                                          named=bool(cell_terms & ids)))
         return out
 
 
@@ -250,13 +268,19 @@ def _text(region: Region, question: str, form: QuestionForm, context: str, kind:
 
 def _figure(region: Region, question: str, form: QuestionForm, context: str,
             ignore: frozenset[str] = frozenset()) -> list[_Candidate]:
-    """Candidates of a figure: its caption's sentences, its labelled values, the label of its extreme value."""
+    """Candidates of a figure: its caption's sentences, its labelled values (paired by where the labels
+    sit when the figure has them: `charts`), the label of its extreme value, its axes' and title's labels."""
     caption = region.caption
     out = []
     if caption:
         captioned = Region(region.region_id, "caption", region.box, caption)
         out += _text(captioned, question, form, f"{context} {region.text}", kind="figure", ignore=ignore)
-    pairs = figures.label_values(region)
+    chart = charts.read_chart(region)
+    if region.labels:  # positions known: pair by geometry only (a category with its bar's value), never by order
+        pairs = [figures.LabelValue(p.category.text, p.value.text, p.number, union([p.category.box, p.value.box]))
+                 for p in chart.pairs] + figures.line_pairs(region)
+    else:  # a layout stored without label boxes: the labels' reading order
+        pairs = figures.label_values(region)
     around, half = caption, terms_of(context)
     for pair in pairs:
         text = f"{pair.label} {pair.value}"
@@ -264,16 +288,71 @@ def _figure(region: Region, question: str, form: QuestionForm, context: str,
             answer, fit = spans.answer_span(pair.value, question, form, ignore)
         else:
             answer, fit = (pair.label if form.entity else text), 1
-        out.append(_Candidate(answer, text, region.box, region.region_id, "figure", f"{text} {caption}".strip(),
-                              terms_of(f"{text} {around}"), terms_of(text), fit > 0, True,
-                              0.1 if fit == 2 else 0.0, half))
+        # a value answers only for the category the question names (like a table's cell for its row)
+        pinned = len(pairs) == 1 or _names_label(question, pair.label)
+        out.append(_Candidate(answer, text, pair.box or region.box, region.region_id, "figure",
+                              f"{text} {caption}".strip(), terms_of(f"{text} {around}"), terms_of(text), fit > 0,
+                              pinned, 0.1 if fit == 2 else 0.0, half))
     if form.superlative and not form.quantity and len(pairs) >= 2:
         best = (max if form.superlative > 0 else min)(pairs, key=lambda p: p.number)
         labels = " ".join(p.label for p in pairs)
         out.append(_Candidate(best.label, f"{best.label} {best.value}", region.box, region.region_id, "figure",
                               f"{caption} {labels}".strip(), terms_of(f"{labels} {around} {region.text}"),
                               terms_of(f"{caption} {best.label}"), True, True, bonus=0.2, context=half))
-    if not pairs:  # labels without values: read them as lines
-        out += _text(Region(region.region_id, "text", region.box, region.text), question, form,
+    out += _chart_parts(region, chart, question, form, caption, half)
+    if not pairs:  # labels without values: read them as lines too (a diagram's labels may line up like a chart's)
+        # a lone number among labels with boxes is a tick or a bar's value no category claimed: not an answer
+        lines = "\n".join(lb.text for lb in region.labels if charts.number(lb) is None) if region.labels \
+            else region.text
+        out += _text(Region(region.region_id, "text", region.box, lines), question, form,
                      f"{context} {caption}", kind="figure", ignore=ignore)
+    return out
+
+
+def _names_label(question: str, label: str) -> bool:
+    """Whether the question names a chart's category label: one of its terms, or a word of the question
+    that the label abbreviates (a chart prints "Apr" for April, "Q3" as is)."""
+    label_terms = terms_of(label)
+    if label_terms & terms_of(question):
+        return True
+    words = set(re.findall(r"[^\W\d_]+", question.lower()))
+    return any(len(t) >= 3 and t.isalpha() and any(w.startswith(t) for w in words) for t in label_terms)
+
+
+def _chart_parts(region: Region, chart: charts.Chart, question: str, form: QuestionForm, caption: str,
+                 half: set[str]) -> list[_Candidate]:
+    """Answers a chart's structure gives: an axis' or the chart's title ("what is the x-axis label"), the
+    highest/lowest tick of its value axis ("the largest value on the y axis"), how many categories it
+    shows. Each only when the question names that part (`question.chart_part`)."""
+    part = chart_part(question)
+    out: list[_Candidate] = []
+
+    def add(answer: str, what: str, boxes: list[Box], bonus: float = 0.2) -> None:
+        evidence = f"{what}: {answer}"
+        out.append(_Candidate(answer, evidence, union(boxes), region.region_id, "figure", f"{evidence} {caption}",
+                              terms_of(f"{evidence} {caption}"), terms_of(evidence), True, True, bonus, half))
+
+    titles = {"x": (chart.x_title, "x-axis (horizontal axis) label title"),
+              "y": (chart.y_title, "y-axis (vertical axis) label title"),
+              "title": (chart.title, "chart title")}
+    if part in titles and not form.wants_value:
+        label, what = titles[part]
+        if label is not None:
+            add(label.text, what, [label.box])
+    ticks = chart.value_axis
+    if ticks and form.superlative and part in ("axis", "x", "y", "value"):
+        side_ok = part in ("axis", "value") or part == chart.value_axis_side
+        if side_ok:
+            best = (max if form.superlative > 0 else min)(ticks, key=lambda lb: charts.number(lb) or 0.0)
+            extreme = "highest" if form.superlative > 0 else "lowest"
+            what = f"{extreme} value labelled on the value axis ({chart.value_axis_side})"
+            add(best.text, what, [lb.box for lb in ticks])
+    labels = [lb for lb in region.labels if lb.text.strip()]
+    if (form.quantity and part == "count" and len(labels) >= 2
+            and not any(charts.number(lb) is not None for lb in labels)
+            and not any(terms_of(lb.text) & terms_of(question) for lb in labels)):
+        # "how many slices": a figure of labels only (a pie's or a diagram's parts), none of which the question
+        # names (a question naming one asks about that one, and a chart with values answers with a value)
+        names = list(dict.fromkeys(lb.text for lb in labels))
+        add(str(len(names)), f"number of labelled parts ({', '.join(names)})", [lb.box for lb in labels], 0.1)
     return out

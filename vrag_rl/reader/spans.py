@@ -185,12 +185,20 @@ def answer_span(text: str, question: str, form: QuestionForm,
     question that wants a value, a text holding none: the text itself is returned)."""
     if form.wants_value:
         values, exact = wanted_values(text, question, form)
-        if not values:
+        if values:
+            fit = 2 if exact else 1
+            if len(values) == 1:
+                return values[0].text, fit
+            return _nearest(text, [(v.start, v.text) for v in values], question, ignore), fit
+        if form.needs_number:
             return text, 0
-        fit = 2 if exact else 1
-        if len(values) == 1:
-            return values[0].text, fit
-        return _nearest(text, [(v.start, v.text) for v in values], question, ignore), fit
+        # only a quantity noun ("the default value of X"): a printed field's value or an identifier answers
+        # as well; a whole sentence does not
+        keyed = key_value(text, question)
+        named = identifiers_in(text, question)
+        if keyed:
+            return keyed, 1
+        return (_nearest(text, sorted(named), question, ignore), 1) if named else (text, 0)
     keyed = key_value(text, question) if not (form.yes_no or form.superlative) else ""
     if keyed and not (form.entity and not re.search(r"[^\W\d_]", keyed)):  # "who/where" wants words
         return keyed, 2

@@ -60,6 +60,13 @@ def grid_of(region: Region) -> Grid | None:
     n_rows = max(r for r, _ in cells) + 1
     n_cols = max(c for _, c in cells) + 1
     header_rows, header_cols = region.header_rows, region.header_cols
+    filled = [sum((r, c) in cells for c in range(n_cols)) for r in range(n_rows)]
+    if n_cols > 1 and n_rows > 2 and filled[0] == 1 and filled[1] >= 2 and header_rows <= 1:
+        # a title row spanning the table ("canvas.acroform.textfield parameters") above a row of column
+        # names: both are headers when the names are short words (not values)
+        names = [cells[(1, c)].text for c in range(n_cols) if (1, c) in cells]
+        if all(_label_like(t) and len(t.split()) <= 4 for t in names):
+            header_rows = 2
     if header_rows == 0 and n_rows > 1:
         top = [cells[(0, c)].text for c in range(n_cols) if (0, c) in cells]
         below = [cells[(r, c)].text for r in range(1, n_rows) for c in range(n_cols) if (r, c) in cells]
@@ -74,6 +81,9 @@ def grid_of(region: Region) -> Grid | None:
     grid = Grid(cells, header_rows, header_cols, n_rows, n_cols)
     for r in range(n_rows):
         grid.row_labels[r] = " ".join(cells[(r, c)].text for c in range(header_cols) if (r, c) in cells)
+        if (header_cols and r > header_rows and not grid.row_labels[r] and filled[r]
+                and grid.row_labels.get(r - 1)):  # a row label spanning several rows is printed in the first only
+            grid.row_labels[r] = grid.row_labels[r - 1]
     for c in range(n_cols):
         grid.col_labels[c] = " ".join(cells[(r, c)].text for r in range(header_rows) if (r, c) in cells)
     return grid
@@ -141,12 +151,24 @@ def stacked_tables(regions: list[Region]) -> list[Region]:
                 continue
             if abs(nxt.box[0] - start.box[0]) <= 1.5 * height and 0 <= nxt.box[1] - last.box[3] <= 2.5 * height:
                 stack.append(nxt)
-        header = stack[0] if _row_parts(stack[0].text) is None else None
-        rows = [(r, _row_parts(r.text)) for r in (stack[1:] if header else stack)]
-        rows = [(r, parts) for r, parts in rows if parts is not None]
+        # the longest run of consecutive "label value" lines, under the line right above it when that line
+        # holds no value (its header); lines above that (a title, a paragraph's lines) are not the table's
+        parts = [_row_parts(r.text) for r in stack]
+        best_run: tuple[int, int] = (0, 0)
+        k = 0
+        while k < len(stack):
+            end = k
+            while end < len(stack) and parts[end] is not None:
+                end += 1
+            if end - k > best_run[1] - best_run[0]:
+                best_run = (k, end)
+            k = end + 1
+        first, last = best_run
+        header = stack[first - 1] if first > 0 else None
+        rows = [(r, parts[i]) for i, r in enumerate(stack) if first <= i < last]
         if len(rows) < 2:
             continue
-        used.update(r.region_id for r in stack)
+        used.update(r.region_id for r in ([header] if header else []) + [r for r, _ in rows])
         cells: list[TableCell] = []
         offset = 0
         if header is not None:

@@ -47,8 +47,8 @@ class Value:
         return bool(_CURRENCY.search(self.text))
 
 
-# "Figure 2:", "Table 3.", "Fig. 4 -" at the start of a caption: a reference label, not a value.
-_REFERENCE_LABEL = re.compile(r"^\s*[A-Z][a-z]*\.?\s+\d+(?:\.\d+)*\s*(?:[:\-–—]|\.(?=\s|$))")
+# "Figure 2:", "Table 3.", "Fig. 4 -", "Figure 11-5:" at the start of a caption: a reference label, not a value.
+_REFERENCE_LABEL = re.compile(r"^\s*[A-Z][a-z]*\.?\s+\d+(?:[.\-–]\d+)*\s*(?:[:\-–—]|\.(?=\s|$))")
 
 
 def values_in(text: str) -> list[Value]:
