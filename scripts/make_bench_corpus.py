@@ -46,14 +46,15 @@ def load_base(npz: Path) -> list[np.ndarray]:
 
 
 def synth_pages(base: list[np.ndarray], num_pages: int, rng: np.random.Generator, noise: float,
-                min_spans: int = 3, max_spans: int = 6) -> tuple[np.ndarray, np.ndarray]:
+                min_spans: int = 3, max_spans: int = 6, page_tokens: tuple[int, int] = (700, 780)
+                ) -> tuple[np.ndarray, np.ndarray]:
     """`num_pages` distinct pages: (fp16 tokens, counts). Deterministic given the generator state."""
     flat = np.concatenate(base)
     starts = np.concatenate([[0], np.cumsum([b.shape[0] for b in base])[:-1]])
     lengths = np.asarray([b.shape[0] for b in base])
     index_parts, counts = [], []
     for _ in range(num_pages):
-        total = int(rng.integers(700, 781))
+        total = int(rng.integers(page_tokens[0], page_tokens[1] + 1))
         spans = int(rng.integers(min_spans, max_spans + 1))
         cuts = np.sort(rng.choice(np.arange(1, total), spans - 1, replace=False))
         span_lengths = np.diff(np.concatenate([[0], cuts, [total]]))
@@ -188,6 +189,207 @@ def ground_truth(store: FlatTokenStore, out: Path, num_queries: int, tokens: int
     return list(paths.values())
 
 
+# ---- streaming mode: compressed parts + exact top-k on the fly, no fp16 store -----------------------------
+GEN_BLOCK = 100  # pages per generator seed in streaming mode: a query's page is regenerated from its block alone
+STREAM_META = "stream.json"
+STREAM_STATE = "stream_state.npz"
+
+
+def stream_block(base: list[np.ndarray], seed: int, first: int, noise: float, num_pages: int,
+                 page_tokens: tuple[int, int] = (700, 780)) -> tuple[np.ndarray, np.ndarray]:
+    """Pages [first, first + GEN_BLOCK) ∩ [0, num_pages) of a streamed corpus as (fp32 tokens, counts).
+
+    Each block has its own seed, so any page can be rebuilt without generating the pages before it
+    (the query pre-pass needs only its targets' blocks) and a resumed run regenerates nothing twice."""
+    if first % GEN_BLOCK:
+        raise ValueError(f"block start {first} is not a multiple of {GEN_BLOCK}")
+    vecs, counts = synth_pages(base, min(GEN_BLOCK, num_pages - first), np.random.default_rng([seed, 7, first]), noise,
+                               page_tokens=page_tokens)
+    return vecs.astype(np.float32), counts
+
+
+class PagesOf:
+    """Random access to a streamed corpus's pages by regenerating their blocks (cached per block)."""
+
+    def __init__(self, base: list[np.ndarray], seed: int, noise: float, num_pages: int,
+                 page_tokens: tuple[int, int] = (700, 780)):
+        self.base, self.seed, self.noise, self.num_pages = base, seed, noise, num_pages
+        self.page_tokens = page_tokens
+        self._blocks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def page(self, row: int) -> np.ndarray:
+        first = row - row % GEN_BLOCK
+        if first not in self._blocks:
+            self._blocks[first] = stream_block(self.base, self.seed, first, self.noise, self.num_pages,
+                                               self.page_tokens)
+        vecs, counts = self._blocks[first]
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        local = row - first
+        return vecs[starts[local] : starts[local + 1]]
+
+
+class StreamingTopK:
+    """Exact MaxSim top-k of fixed queries over pages seen block by block (the ground truth without a
+    second pass over a stored corpus). State = (scores, rows), saved with each committed part."""
+
+    def __init__(self, queries: np.ndarray, k: int, scores: np.ndarray | None = None, rows: np.ndarray | None = None):
+        self.nq, self.qlen = queries.shape[0], queries.shape[1]
+        self.qt = np.ascontiguousarray(queries.reshape(-1, queries.shape[2]).T, np.float32)
+        self.k = k
+        self.scores = np.full((self.nq, 0), -np.inf, np.float32) if scores is None else scores
+        self.rows = np.zeros((self.nq, 0), np.int64) if rows is None else rows
+
+    def update(self, first_row: int, vecs: np.ndarray, counts: np.ndarray, max_tokens: int = 1 << 15) -> None:
+        import torch
+
+        qt = torch.from_numpy(self.qt)
+        bounds = np.concatenate([[0], np.cumsum(counts)])
+        page = 0
+        while page < len(counts):  # page-aligned slices of ≤ max_tokens tokens (similarity block ≤ ~0.5 GB)
+            last = max(int(np.searchsorted(bounds, bounds[page] + max_tokens, side="right")) - 1, page + 1)
+            block = torch.from_numpy(np.ascontiguousarray(vecs[bounds[page] : bounds[last]], np.float32))
+            sims = torch.matmul(block, qt).numpy()
+            token_best = np.maximum.reduceat(sims, bounds[page:last] - bounds[page], axis=0)
+            scores = token_best.reshape(last - page, self.nq, self.qlen).sum(2).T  # (queries, pages)
+            rows = np.broadcast_to(np.arange(first_row + page, first_row + last), scores.shape)
+            all_scores = np.concatenate([self.scores, scores], 1)
+            all_rows = np.concatenate([self.rows, rows], 1)
+            keep = np.argsort(-all_scores, axis=1, kind="stable")[:, : self.k]
+            self.scores = np.take_along_axis(all_scores, keep, 1)
+            self.rows = np.take_along_axis(all_rows, keep, 1)
+            page = last
+
+
+def stream_queries(pages_of: PagesOf, num_queries: int, tokens: int, noise: float, seed: int, kinds: tuple[str, ...]
+                   ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The query sets of `make_queries`, drawn from regenerated pages instead of a stored corpus."""
+
+    class _Gatherable:  # the slice of the TokenStore interface make_queries reads
+        num_pages, dim = pages_of.num_pages, 128
+
+        @staticmethod
+        def gather(rows):
+            mats = [pages_of.page(int(r)) for r in rows]
+            counts = np.asarray([m.shape[0] for m in mats], np.int64)
+            from search_engine.index.token_store import Gathered
+
+            return Gathered(np.concatenate(mats), counts)
+
+    return {kind: make_queries(_Gatherable(), num_queries, tokens, noise, seed, kind) for kind in kinds}  # type: ignore[arg-type]
+
+
+def build_streaming(out: Path, pages: int, npz: Path, noise: float, seed: int, codec_spec: str, num_queries: int,
+                    query_tokens: int, query_noise: float, kinds: tuple[str, ...], part_pages: int = 5000,
+                    num_centroids: int | None = None, k: int = 100, page_tokens: tuple[int, int] = (700, 780)
+                    ) -> Path:
+    """Generate `pages` pages straight into a compressed index `out/fast-<codec>/` (no fp16 copy), keeping
+    the exact top-k of every query set on the fly; resumable after each part. Returns the index directory.
+
+    Order of commits: stream.json (parameters) → queries → codec (trained on a sample of regenerated
+    blocks) → per part: its two files, then stream_state.npz (pages done, top-k, counts: the part's commit
+    mark for the generator) → inverted file + fast_meta.json → the query-set files bench_search reads."""
+    from search_engine.index.atomic import atomic_save_npz, atomic_write_json
+    from search_engine.index.centroids import Codebook, default_num_centroids
+    from search_engine.index.compressed_index import PARTS_DIR, finish_compressed
+    from search_engine.index.compressed_store import write_part
+    from search_engine.index.fast_maxsim import FastParams
+    from search_engine.index.residual_codec import ResidualCodec
+
+    if part_pages % GEN_BLOCK:
+        raise ValueError(f"part_pages must be a multiple of {GEN_BLOCK}")
+    out.mkdir(parents=True, exist_ok=True)
+    params = {"kind": "stream", "pages": pages, "noise": noise, "seed": seed, "codec": codec_spec,
+              "queries": num_queries, "query_tokens": query_tokens, "query_noise": query_noise,
+              "query_sets": list(kinds), "part_pages": part_pages, "gen_block": GEN_BLOCK, "source": str(npz)}
+    if page_tokens != (700, 780):  # the default is not written, so older stream.json files still match
+        params["page_tokens"] = list(page_tokens)
+    meta_path = out / STREAM_META
+    if meta_path.exists():
+        old = json.loads(meta_path.read_text())
+        if {k: v for k, v in old.items() if k != "started"} != params:
+            raise SystemExit(f"{out} holds a streamed corpus with other parameters: {old}")
+    else:
+        atomic_write_json(meta_path, {**params, "started": time.time()})
+    base = load_base(npz)
+    pages_of = PagesOf(base, seed, noise, pages, page_tokens)
+    started = time.perf_counter()
+    cpu_started = time.process_time()
+    qpath = out / "stream_queries.npz"
+    if qpath.exists():
+        data = np.load(qpath)
+        made = {kind: (data[f"{kind}_queries"], data[f"{kind}_targets"]) for kind in kinds}
+    else:
+        made = stream_queries(pages_of, num_queries, query_tokens, query_noise, seed + 1, kinds)
+        atomic_save_npz(qpath, **{f"{kind}_{name}": arr for kind, (q, t) in made.items()
+                                  for name, arr in (("queries", q), ("targets", t))})
+    print(f"queries ready ({time.perf_counter() - started:.0f}s)", flush=True)
+    index_dir = out / f"fast-{codec_spec}"
+    if ResidualCodec.exists(index_dir):
+        codec = ResidualCodec.load(index_dir)
+    else:
+        rng = np.random.default_rng([seed, 11])
+        nblocks = (pages + GEN_BLOCK - 1) // GEN_BLOCK
+        blocks = rng.choice(nblocks, min(nblocks, 4), replace=False)
+        sample = np.concatenate([stream_block(base, seed, int(b) * GEN_BLOCK, noise, pages, page_tokens)[0]
+                                 for b in blocks])
+        sample = sample[rng.permutation(sample.shape[0])[:262_144]]
+        est_tokens = int(pages * sum(page_tokens) / 2)
+        codebook = Codebook.train(sample, num_centroids or default_num_centroids(est_tokens), seed=seed)
+        codec = ResidualCodec.train(codebook, sample, codec_spec, seed=seed)
+        codec.save(index_dir)
+        print(f"codec {codec_spec}: {codebook.num_centroids} centroids ({time.perf_counter() - started:.0f}s)",
+              flush=True)
+    queries = np.concatenate([made[kind][0] for kind in kinds])
+    state_path = out / STREAM_STATE
+    if state_path.exists():
+        st = np.load(state_path)
+        done, counts = int(st["pages_done"]), list(st["counts"].tolist())
+        topk = StreamingTopK(queries, k, st["scores"], st["rows"])
+        cpu_before = float(st["cpu_seconds"])
+    else:
+        done, counts, topk, cpu_before = 0, [], StreamingTopK(queries, k), 0.0
+    parts_dir = index_dir / PARTS_DIR
+    parts_dir.mkdir(parents=True, exist_ok=True)
+    exact_cpu = 0.0
+    while done < pages:
+        last = min(done + part_pages, pages)
+        vecs, cnts = [], []
+        for first in range(done, last, GEN_BLOCK):
+            v, c = stream_block(base, seed, first, noise, pages, page_tokens)
+            t0 = time.process_time()
+            topk.update(first, v, c)
+            exact_cpu += time.process_time() - t0
+            vecs.append(v)
+            cnts.append(c)
+        write_part(parts_dir, f"p{done:010d}-{last:010d}", codec, np.concatenate(vecs))
+        counts.extend(np.concatenate(cnts).tolist())
+        done = last
+        atomic_save_npz(state_path, pages_done=np.int64(done), counts=np.asarray(counts, np.int64),
+                        scores=topk.scores, rows=topk.rows,
+                        cpu_seconds=np.float64(cpu_before + time.process_time() - cpu_started))
+        print(f"  {done:,}/{pages:,} pages ({time.perf_counter() - started:.0f}s wall, "
+              f"{time.process_time() - cpu_started:.0f}s CPU of which exact top-k {exact_cpu:.0f}s, "
+              f"load {os.getloadavg()[0]:.1f})", flush=True)
+    counts_arr = np.asarray(counts, np.int64)
+    parts = [{"name": f"p{a:010d}-{min(a + part_pages, pages):010d}",
+              "counts": counts_arr[a : min(a + part_pages, pages)].tolist()} for a in range(0, pages, part_pages)]
+    if not (index_dir / "fast_meta.json").exists():
+        st = np.load(state_path)
+        finish_compressed(index_dir, codec, parts, FastParams(), {
+            "build_cpu_seconds": float(st["cpu_seconds"]), "streamed": True,
+            "load_avg_1m_at_build": os.getloadavg()[0]})
+    nq = num_queries
+    for i, kind in enumerate(kinds):
+        part = slice(i * nq, (i + 1) * nq)
+        qs, targets = made[kind]
+        path = query_set_path(out, kind, nq, seed + 1)
+        atomic_save_npz(path, queries=qs, targets=targets, exact_scores=topk.scores[part], exact_rows=topk.rows[part],
+                        exact_seconds=np.float64("nan"), kind=np.str_(kind))
+        print(f"{kind}: target page ranked first for {np.mean(topk.rows[part][:, 0] == targets):.1%} of queries")
+    print(f"streamed {pages:,} pages, {int(counts_arr.sum()):,} tokens in {time.perf_counter() - started:.0f}s wall")
+    return index_dir
+
+
 def main() -> int:
     import torch
 
@@ -205,10 +407,20 @@ def main() -> int:
                         help="query sets to make (each --queries queries, one exact pass for all)")
     parser.add_argument("--kind", choices=["spans", "replicated"], default="spans",
                         help="spans: distinct recombined pages (default); replicated: the old stress set")
+    parser.add_argument("--stream", action="store_true",
+                        help="never write the fp16 store: generate pages straight into a compressed index "
+                             "(<out>/fast-<codec>/) and keep the exact top-k of the query sets on the fly")
+    parser.add_argument("--codec", default="pq32", help="--stream: the residual codec (see residual_codec.py)")
+    parser.add_argument("--part-pages", type=int, default=5000, help="--stream: pages per compressed part")
+    parser.add_argument("--centroids", type=int, default=None, help="--stream: codebook size (default from size)")
     args = parser.parse_args()
     if not args.npz.exists():
         print(f"embeddings not found at {args.npz}", file=sys.stderr)
         return 2
+    if args.stream:
+        build_streaming(args.out, args.pages, args.npz, args.noise, args.seed, args.codec, args.queries,
+                        args.query_tokens, args.query_noise, tuple(args.query_sets), args.part_pages, args.centroids)
+        return 0
     store = build(args.out, args.pages, args.npz, args.noise, args.seed, kind=args.kind)
     print(f"{store.num_pages:,} pages, {store.num_tokens:,} tokens, {store.nbytes_on_disk() / 2**30:.2f} GiB")
     if args.queries:

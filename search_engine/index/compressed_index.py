@@ -62,7 +62,12 @@ def _encode_parts(source: TokenStore, directory: Path, codec: ResidualCodec, blo
     return out
 
 
-def _finish(directory: Path, codec: ResidualCodec, parts: list[dict], params: FastParams, extra: dict) -> None:
+def finish_compressed(directory: Path, codec: ResidualCodec, parts: list[dict], params: FastParams,
+                      extra: dict) -> None:
+    """Inverted file from the written parts' centroid ids, then `fast_meta.json` (the completion mark).
+
+    Public so a source that writes its parts itself (the streaming benchmark generator, which never
+    keeps an fp16 copy) finishes the index exactly as `build_compressed` does."""
     store = _store(directory, codec, parts)
     ivf = InvertedFile.build(store.all_codes(), store.counts, codec.codebook.num_centroids)
     ivf.save(directory)
@@ -99,7 +104,7 @@ def build_compressed(source: TokenStore, directory: str | Path, spec: str = "sq2
         codec.save(directory)
         say(f"codec {spec}: {codec.codebook.num_centroids} centroids in {time.perf_counter() - started:.1f}s")
     parts = _encode_parts(source, directory, codec, _blocks(source.num_pages, 0, part_pages), say, started)
-    _finish(directory, codec, parts, params or FastParams(), {"build_seconds": time.perf_counter() - started,
+    finish_compressed(directory, codec, parts, params or FastParams(), {"build_seconds": time.perf_counter() - started,
                                                              **(extra or {})})
     say(f"compressed index: {source.num_pages:,} pages in {time.perf_counter() - started:.0f}s")
     return directory
@@ -127,7 +132,7 @@ def extend_compressed(source: TokenStore, directory: str | Path, part_pages: int
     params = FastParams(nprobe=meta["nprobe"], candidates=meta["candidates"], rerank=meta.get("rerank", 128))
     keep = {k: v for k, v in meta.items() if k not in ("parts", "num_pages", "num_tokens", "num_centroids",
                                                           "nprobe", "candidates", "rerank", "codec", "format")}
-    _finish(directory, codec, parts, params, keep)
+    finish_compressed(directory, codec, parts, params, keep)
     return added
 
 
