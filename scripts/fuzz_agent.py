@@ -16,7 +16,6 @@ public API that existed before the Policy refactor.
 """
 from __future__ import annotations
 
-import argparse
 import fnmatch
 import json
 import os
@@ -26,6 +25,9 @@ import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Annotated
+
+import typer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -33,6 +35,9 @@ os.environ.setdefault("OMP_THREAD_LIMIT", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import testkit  # noqa: F401  (torchvision shim)
+
+app = typer.Typer(add_completion=False, rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]})
+DEFAULT_WORKDIR = Path(tempfile.gettempdir()) / "vrag_fuzz_agent"
 
 
 def _text_index(workdir: Path) -> Path:
@@ -61,63 +66,66 @@ def _parse_bench() -> None:
         print(f"parse_reply({name}): {time.perf_counter() - started:.3f} s -> {parsed.kind}", flush=True)
 
 
-def _run_with_timeout(case, endpoint_url: str, search_url: str, state, args) -> list:
+def _run_with_timeout(case, endpoint_url: str, search_url: str, state, *, max_turns: int,
+                      policy_retries: int, case_timeout: float) -> list:
     """`run_case` on a daemon thread: a hung public-API call is a failure to count, not the end of the run."""
     from testkit.agent_fuzz import EpisodeOutcome, run_case
 
     box: dict = {}
     thread = threading.Thread(target=lambda: box.setdefault("outcomes", run_case(
-        case, endpoint_url, search_url, state, max_turns=args.max_turns, policy_retries=args.policy_retries)),
+        case, endpoint_url, search_url, state, max_turns=max_turns, policy_retries=policy_retries)),
         daemon=True)
     thread.start()
-    thread.join(args.case_timeout)
+    thread.join(case_timeout)
     if "outcomes" in box:
         return box["outcomes"]
-    return [EpisodeOutcome(case.api, case.spec, case.kind, q, crash=f"hung for more than {args.case_timeout:.0f} s")
+    return [EpisodeOutcome(case.api, case.spec, case.kind, q, crash=f"hung for more than {case_timeout:.0f} s")
             for q in case.questions]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--mix", type=int, default=96, help="seeded random-mix cases (each API in turn)")
-    parser.add_argument("--max-turns", type=int, default=3)
-    parser.add_argument("--policy-retries", type=int, default=1)
-    parser.add_argument("--batch-size", type=int, default=4)
-    parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "vrag_fuzz_agent")
-    parser.add_argument("--json", type=Path, help="write every episode's outcome here")
-    parser.add_argument("--case-timeout", type=float, default=180.0,
-                        help="seconds before a public-API call counts as hung (its episodes count as crashed)")
-    parser.add_argument("--progress", action="store_true", help="print one line per case to stderr")
-    parser.add_argument("--exclude-kinds", default="", help="comma-separated fnmatch patterns of kinds to leave out "
-                        "(e.g. 'huge_*' for code whose quadratic parser would take minutes on them)")
-    parser.add_argument("--parse-bench", action="store_true",
-                        help="also time parse_reply on the 64 KB / 128 KB replies, in this process")
-    args = parser.parse_args(argv)
-
+@app.command(help=(__doc__ or "").split("\n\n")[0])
+def fuzz(
+    seed: int = 0,
+    mix: Annotated[int, typer.Option(help="seeded random-mix cases (each API in turn)")] = 96,
+    max_turns: int = 3,
+    policy_retries: int = 1,
+    batch_size: int = 4,
+    workdir: Path = DEFAULT_WORKDIR,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write every episode's outcome here")] = None,
+    case_timeout: Annotated[float, typer.Option(
+        help="seconds before a public-API call counts as hung (its episodes count as crashed)")] = 180.0,
+    progress: Annotated[bool, typer.Option("--progress", help="print one line per case to stderr")] = False,
+    exclude_kinds: Annotated[str, typer.Option(help="comma-separated fnmatch patterns of kinds to leave out "
+                                               "(e.g. 'huge_*' for code whose quadratic parser would take minutes "
+                                               "on them)")] = "",
+    parse_bench: Annotated[bool, typer.Option(
+        "--parse-bench", help="also time parse_reply on the 64 KB / 128 KB replies, in this process")] = False,
+) -> None:
+    """Fuzz the agent and print the crash rate."""
     from search_engine.api import create_app as search_app
     from search_engine.engine import SearchEngine
     from testkit.agent_fuzz import build_plan, summarise
     from testkit.loopback import LoopbackServer
     from testkit.malformed_openai import create_app as fuzz_app
 
-    args.workdir.mkdir(parents=True, exist_ok=True)
-    search = LoopbackServer(search_app(engine=SearchEngine.load(_text_index(args.workdir)))).start()
+    workdir.mkdir(parents=True, exist_ok=True)
+    search = LoopbackServer(search_app(engine=SearchEngine.load(_text_index(workdir)))).start()
     endpoint_app = fuzz_app()
     endpoint = LoopbackServer(endpoint_app).start()
     state = endpoint_app.state.fuzz
-    plan = build_plan(args.seed, mix_cases=args.mix, batch_size=args.batch_size)
-    excluded = [p for p in args.exclude_kinds.split(",") if p]
+    plan = build_plan(seed, mix_cases=mix, batch_size=batch_size)
+    excluded = [p for p in exclude_kinds.split(",") if p]
     plan = [c for c in plan if not any(fnmatch.fnmatch(c.kind, p) for p in excluded)]
-    if args.parse_bench:
+    if parse_bench:
         _parse_bench()
     outcomes = []
     started = time.perf_counter()
     try:
         for number, case in enumerate(plan, 1):
-            case_outcomes = _run_with_timeout(case, endpoint.url, search.url, state, args)
+            case_outcomes = _run_with_timeout(case, endpoint.url, search.url, state, max_turns=max_turns,
+                                              policy_retries=policy_retries, case_timeout=case_timeout)
             outcomes.extend(case_outcomes)
-            if args.progress:
+            if progress:
                 bad = [o.crash or o.violations[0] for o in case_outcomes if not o.ok]
                 print(f"[{number}/{len(plan)}] {case.api} {case.spec}: {len(case_outcomes)} episodes, "
                       f"{sum(o.elapsed_s for o in case_outcomes):.1f} s {bad[:1]}", file=sys.stderr, flush=True)
@@ -126,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         search.stop()
     summary = summarise(outcomes, state, time.perf_counter() - started, api_calls=len(plan))
     if not outcomes:
-        return 0
+        return
     print(f"code under test: {Path(sys.modules['vrag_rl'].__file__).parents[1]}")
     print(f"episodes {summary.episodes} in {summary.api_calls} public-API calls; kinds served {summary.kinds}; "
           f"HTTP requests to the endpoint {summary.requests} (max per episode {summary.max_requests_per_episode}); "
@@ -149,11 +157,18 @@ def main(argv: list[str] | None = None) -> int:
     for kind, n in summary.violations_by_kind.items():
         example = next(o.violations[0] for o in outcomes if o.kind == kind and not o.crash and o.violations)
         print(f"  broke  {kind:24s} {n:3d}  e.g. {example[:110]}")
-    if args.json:
-        args.json.write_text(json.dumps({"summary": asdict(summary), "outcomes": [asdict(o) for o in outcomes]},
+    if json_out:
+        json_out.write_text(json.dumps({"summary": asdict(summary), "outcomes": [asdict(o) for o in outcomes]},
                                         indent=1))
-    return 0
+
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The exit status of one run on `argv` (None: the process's arguments)."""
+    from search_engine.infra.cli_exit import exit_status  # not at the top: older checkouts (see above) lack it
+
+    return exit_status(app, argv, prog_name="fuzz_agent.py")
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    app(prog_name="fuzz_agent.py")  # typer's own exit, so that a checkout without cli_exit can run this script
