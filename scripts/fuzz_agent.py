@@ -162,7 +162,6 @@ def fuzz(
                                         indent=1))
 
 
-
 def main(argv: list[str] | None = None) -> int:
     """The exit status of one run on `argv` (None: the process's arguments)."""
     from search_engine.infra.cli_exit import exit_status  # not at the top: older checkouts (see above) lack it
