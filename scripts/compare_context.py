@@ -15,14 +15,20 @@ the graph JSON plus its top-energy memory images under the pixel budget (paper: 
 """
 from __future__ import annotations
 
-import argparse
 import json
+import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
+
+from search_engine.infra.cli_exit import exit_status
 from vimrag.context import conversation_stats
 from vrag_rl.agent.policy import Message, PolicyReply, SamplingParams
+
+app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]})
 
 QUERIES = [
     "What was Acme Robotics' total revenue in 2023?",
@@ -84,7 +90,9 @@ def _step_of(key: str) -> int:
     return int(digits) if digits else -1
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def run(*, searches: int, index: str | None, page_pixels: int, total_pixels: int,
+        memory_top_k: int) -> dict[str, Any]:
+    """Both agents over the same scripted searches; every model call's context as measured."""
     from search_engine.api import create_app as search_app
     from search_engine.engine import SearchEngine
     from testkit.loopback import LoopbackServer
@@ -94,21 +102,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from vrag_rl.policy_server.app import create_app as policy_app
     from vrag_rl.policy_server.scripted import ScriptedBackend
 
-    index = Path(args.index) if args.index else _sample_index()
-    queries = QUERIES[: args.searches]
+    index_dir = Path(index) if index else _sample_index()
+    queries = QUERIES[:searches]
     question = "Compare everything the corpus says."  # the same question for both; not answered by design
-    search = LoopbackServer(search_app(engine=SearchEngine.load(index))).start()
+    search = LoopbackServer(search_app(engine=SearchEngine.load(index_dir))).start()
     vrag_server = LoopbackServer(policy_app(ScriptedBackend(default=vrag_script(queries)), "scripted")).start()
     vim_server = LoopbackServer(policy_app(ScriptedBackend(vimrag_scripts(queries)), "scripted")).start()
     try:
         vrag_policy = MeasuringPolicy(OpenAIPolicy(vrag_server.url + "/v1"))
-        vrag = VRAG(policy=vrag_policy, search_url=search.url, max_turns=args.searches + 2,
-                    max_pixels=args.page_pixels, search_top_k=1)
+        vrag = VRAG(policy=vrag_policy, search_url=search.url, max_turns=searches + 2,
+                    max_pixels=page_pixels, search_top_k=1)
         vrag_result = vrag.run(question)
         vim_policy = MeasuringPolicy(OpenAIPolicy(vim_server.url + "/v1"))
-        energy = EnergyConfig(total_pixels=args.total_pixels, memory_top_k=args.memory_top_k)
-        vim = VimRAG(policy=vim_policy, search_url=search.url, max_steps=2 * args.searches + 2, search_top_k=1,
-                     observation_max_pixels=args.page_pixels, energy=energy)
+        energy = EnergyConfig(total_pixels=total_pixels, memory_top_k=memory_top_k)
+        vim = VimRAG(policy=vim_policy, search_url=search.url, max_steps=2 * searches + 2, search_top_k=1,
+                     observation_max_pixels=page_pixels, energy=energy)
         vim_result = vim.run(question)
     finally:
         for server in (search, vrag_server, vim_server):
@@ -116,8 +124,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for name, result in (("VRAG", vrag_result), ("VimRAG", vim_result)):
         if result.status != "answered":
             raise SystemExit(f"{name} episode did not run as scripted: {result.status} {result.error}")
-    return {"searches": args.searches, "page_pixels": args.page_pixels, "total_pixels": args.total_pixels,
-            "memory_top_k": args.memory_top_k, "vrag": vrag_policy.calls, "vimrag": vim_policy.calls,
+    return {"searches": searches, "page_pixels": page_pixels, "total_pixels": total_pixels,
+            "memory_top_k": memory_top_k, "vrag": vrag_policy.calls, "vimrag": vim_policy.calls,
             "vimrag_steps": [t.action for t in vim_result.turn_records],
             "vrag_steps": [t.action for t in vrag_result.turn_records]}
 
@@ -178,26 +186,35 @@ def plot(data: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--searches", type=int, default=6, help="search steps per episode")
-    parser.add_argument("--index", help="an index to search (default: the sample corpus, built in a temp dir)")
-    parser.add_argument("--page-pixels", type=int, default=512 * 28 * 28,
-                        help="pixels of a page as first shown (both agents; VRAG's default)")
-    parser.add_argument("--total-pixels", type=int, default=5 * 256 * 32 * 32, help="VimRAG memory budget")
-    parser.add_argument("--memory-top-k", type=int, default=5)
-    parser.add_argument("--out", default="runs/compare_context")
-    args = parser.parse_args(argv)
-    if not 1 <= args.searches <= len(QUERIES):
-        parser.error(f"--searches must be within 1..{len(QUERIES)} (one distinct sample question per search)")
-    data = run(args)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "compare_context.json").write_text(json.dumps(data, indent=1))
-    plot(data, out / "compare_context.png")
+@app.command(help="\n\n".join(f"\b\n{part}" for part in (__doc__ or "").split("\n\n")))  # \b: printed as written
+def compare(
+    searches: Annotated[int, typer.Option(help="search steps per episode")] = 6,
+    index: Annotated[str | None, typer.Option(
+        help="an index to search (default: the sample corpus, built in a temp dir)")] = None,
+    page_pixels: Annotated[int, typer.Option(
+        help="pixels of a page as first shown (both agents; VRAG's default)")] = 512 * 28 * 28,
+    total_pixels: Annotated[int, typer.Option(help="VimRAG memory budget")] = 5 * 256 * 32 * 32,
+    memory_top_k: int = 5,
+    out: str = "runs/compare_context",
+) -> None:
+    """Run both agents, write the JSON and the plot, print the table."""
+    if not 1 <= searches <= len(QUERIES):
+        raise typer.BadParameter(f"must be within 1..{len(QUERIES)} (one distinct sample question per search)",
+                                 param_hint="'--searches'")
+    data = run(searches=searches, index=index, page_pixels=page_pixels, total_pixels=total_pixels,
+               memory_top_k=memory_top_k)
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "compare_context.json").write_text(json.dumps(data, indent=1))
+    plot(data, out_dir / "compare_context.png")
     print(table(data))
-    print(f"\nwrote {out / 'compare_context.json'} and {out / 'compare_context.png'}")
+    print(f"\nwrote {out_dir / 'compare_context.json'} and {out_dir / 'compare_context.png'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The exit status of one run on `argv` (None: the process's arguments)."""
+    return exit_status(app, argv, prog_name="compare_context.py")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
