@@ -545,16 +545,20 @@ def _pdf_blocks(page: pymupdf.Page) -> list[_Block]:
             if not spans:
                 continue
             pieces: list[_Piece] = []
+            spaced = False  # the previous span ended in a space: its box holds the space, the gap is 0
             for span in spans:
                 bold = bool(span["flags"] & 16) or "bold" in span["font"].lower()
                 box = tuple(span["bbox"])
                 if pieces and box[0] - pieces[-1].box[2] <= 0.8 * span["size"]:
                     prev = pieces[-1]
-                    joiner = "" if box[0] - prev.box[2] < 0.15 * span["size"] else " "
+                    # "The " + "LongTable" (two fonts): the space is printed, so it is kept
+                    spaced = spaced or span["text"][:1].isspace()
+                    joiner = " " if spaced or box[0] - prev.box[2] >= 0.15 * span["size"] else ""
                     pieces[-1] = _Piece((prev.text + joiner + span["text"]).strip(), _union([prev.box, box]),
                                         max(prev.size, span["size"]), prev.bold and bold)
                 else:
                     pieces.append(_Piece(span["text"].strip(), box, span["size"], bold))
+                spaced = span["text"][-1:].isspace()
             text = re.sub(r"\s+", " ", " ".join(p.text for p in pieces)).strip()
             size = max(s["size"] for s in spans)
             cos, sin = raw_line.get("dir", (1.0, 0.0))

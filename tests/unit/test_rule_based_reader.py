@@ -403,6 +403,12 @@ def test_reads_a_chart_by_its_label_geometry(chart_layout, question, answer):
     assert (reading.answer if reading else None) == answer, reading
 
 
+def test_a_category_is_not_guessed_from_bar_heights(chart_layout):
+    # the tallest bar is in the drawing, not in the labels: no category is named (its caption may be quoted)
+    reading = Reader(None).read("Which quarter has the tallest bars in the two-series chart?", chart_layout)
+    assert reading is None or reading.answer not in ("Q1", "Q2", "Q3"), reading
+
+
 def test_figure_of_labels_only_counts_its_parts():
     from search_engine.page_layout import Label
 
@@ -449,3 +455,22 @@ def test_when_inside_a_question_is_a_condition():
     assert not question_form("What is the result when only the user password is set?").time
     assert question_form("How many berths are there?").needs_number
     assert not question_form("What is the default value of maxlen?").needs_number
+
+
+def test_years_under_bars_are_categories_and_a_titles_year_no_value():
+    from search_engine.page_layout import Label
+    from vrag_rl.reader.charts import read_chart
+
+    ticks = [Label(str(v), (100, 500 - 4 * v, 130, 520 - 4 * v)) for v in (0, 50, 100)]
+    years = [Label(str(y), (180 + 120 * i, 530, 230 + 120 * i, 550)) for i, y in enumerate((2021, 2022, 2023))]
+    values = [Label(str(v), (190 + 120 * i, 490 - 4 * v, 220 + 120 * i, 510 - 4 * v))
+              for i, v in enumerate((64, 91, 77))]
+    title = Label("Sales by year, 2021-2023 (units)", (200, 40, 480, 60))
+    region = Region("f", "figure", (90, 30, 560, 560), "", "Figure 5: Unit sales.",
+                    labels=[title, *ticks, *years, *values])
+    chart = read_chart(region)
+    assert [lb.text for lb in chart.categories] == ["2021", "2022", "2023"]
+    assert [(p.category.text, p.value.text) for p in chart.pairs] == [("2021", "64"), ("2022", "91"), ("2023", "77")]
+    reader = Reader(None)
+    assert reader.read("In which year were unit sales highest?", _page(region)).answer == "2022"
+    assert reader.read("How many units were sold in 2023?", _page(region)).answer == "77"

@@ -81,8 +81,9 @@ def _line_height(labels: Sequence[Label]) -> float:
 
 
 def number(label: Label) -> float | None:
-    """The label's number when the label is one number and nothing else (a tick, a bar's value)."""
-    values = [v for v in values_in(label.text) if not v.is_date]
+    """The label's number when the label is one number and nothing else (a tick, a bar's value); a year
+    is a category ("2019 2020 2021" under bars), not a value."""
+    values = [v for v in values_in(label.text) if not v.is_date and not v.is_year]
     if len(values) != 1:
         return None
     rest = label.text.replace(values[0].text, "").strip(" %:()")

@@ -42,7 +42,7 @@ def _value_only(text: str) -> bool:
 def _line_pair(line: str, box: Box | None = None) -> LabelValue | None:
     """ "Car 25%", "Cruise calls: 45": a label and one value printed apart on one line ("Jun-99" is a
     category with its year, not a label and a value)."""
-    values = [v for v in values_in(line) if not v.is_date]
+    values = [v for v in values_in(line) if not v.is_date and not v.is_year]  # "Revenue by region, 2023": a title
     if len(values) != 1:
         return None
     value = values[0]

@@ -129,8 +129,11 @@ def question_form(question: str) -> QuestionForm:
     entity = bool(_ENTITY_START.search(q))
     superlative = 1 if _SUPERLATIVE_MAX.search(q) else -1 if _SUPERLATIVE_MIN.search(q) else 0
     if superlative and re.match(r"^\s*what\b", q) and not _QUANTITY_PHRASE.search(q):
-        # "what is the most used app": a name, unless it asks for the amount ("what share ... most")
-        entity = entity or not any(stem(w) in QUANTITY_NOUNS for w in words_of(q.split(" the ", 1)[0]))
+        # "what is the most used app": a name, unless it asks for the amount ("what share ... most", "what is
+        # the maximum value / the highest price": the superlative's own noun is a quantity)
+        marker = (_SUPERLATIVE_MAX if superlative > 0 else _SUPERLATIVE_MIN).search(q)
+        measured = marker is not None and any(stem(w) in QUANTITY_NOUNS for w in words_of(q[marker.end():])[:2])
+        entity = entity or not (measured or any(stem(w) in QUANTITY_NOUNS for w in words_of(q.split(" the ", 1)[0])))
     quantity = bool(_QUANTITY_PHRASE.search(q)) or (not entity and not _REASON.match(q) and any(
         stem(w) in QUANTITY_NOUNS or w in QUANTITY_NOUNS for w in words_of(q)))
     time = bool(_TIME_PHRASE.search(q))

@@ -192,6 +192,9 @@ class Reader:
                 if not legible and not (pinned and len(rows) > 1):
                     continue  # an unreadable cell is kept only where the question pins it: a zoom may read it
                 evidence = " | ".join(t for t in (row_label, col_label) if t) + f": {cell.text}"
+                # the question names the row's whole header ("what does joinAxisPos specify"): this row, not a
+                # sentence that mentions it among others
+                whole_row = bool(row_label) and bool(terms_of(row_label)) and terms_of(row_label) <= q_terms
                 box = union([cell.box, *grid.header_boxes(r, c)])
                 named = row_hit.get(r, False) and col_hit.get(c, False) and len(rows) > 1 and len(cols) > 1 \
                     and bool(q_terms & terms_of(col_label))
@@ -199,7 +202,8 @@ class Reader:
                                       f"{row_label} {col_label} {cell.text}".strip(),
                                       terms_of(f"{row_label} {col_label} {cell.text} {around} {row_texts[r]}"),
                                       terms_of(f"{row_label} {col_label} {cell.text}"), True, pinned,
-                                      0.1 if fit == 2 else 0.0 if legible else -0.2, half, legible, named))
+                                      (0.1 if fit == 2 else 0.0 if legible else -0.2) + whole_row * 0.1, half,
+                                      legible, named))
                 cell_terms = terms_of(cell.text)
                 quoted = bool(cell_terms) and (len(cell_terms & q_terms) * 2 >= len(cell_terms)
                                                or bool(cell_terms & keys))
@@ -301,9 +305,11 @@ def _figure(region: Region, question: str, form: QuestionForm, context: str,
                               terms_of(f"{caption} {best.label}"), True, True, bonus=0.2, context=half))
     out += _chart_parts(region, chart, question, form, caption, half)
     if not pairs:  # labels without values: read them as lines too (a diagram's labels may line up like a chart's)
-        # a lone number among labels with boxes is a tick or a bar's value no category claimed: not an answer
-        lines = "\n".join(lb.text for lb in region.labels if charts.number(lb) is None) if region.labels \
-            else region.text
+        # a lone number among labels with boxes is a tick or a bar's value no category claimed, and a category
+        # of a recognised chart is structure (answered by its value or its extreme): neither answers alone
+        structure = {id(lb) for lb in chart.categories}
+        lines = "\n".join(lb.text for lb in region.labels if charts.number(lb) is None and id(lb) not in structure) \
+            if region.labels else region.text
         out += _text(Region(region.region_id, "text", region.box, lines), question, form,
                      f"{context} {caption}", kind="figure", ignore=ignore)
     return out
