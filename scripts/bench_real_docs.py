@@ -101,6 +101,8 @@ class QuestionResult:
     language: str
     reference_page_ids: list[str]
     reference_answer: list[str]
+    document: str = ""  # the reference page's document id (for per-document and held-back-half tables)
+    half: str = ""  # "held-back" or "development" with --held-back-docs, else ""
     retrieved_page_ids: list[str] = field(default_factory=list)
     rank: int | None = None  # 1-based rank of the first reference page in the top-k, None when absent
     regions_returned: bool = False  # did the index return any region with the hit of the right page
@@ -447,11 +449,13 @@ def load_questions(path: Path) -> list[Any]:
 
 def new_result(example: Any) -> QuestionResult:
     refs = example.reference_answer
+    pages = list(example.reference_page_ids)
     return QuestionResult(uid=example.uid, query=example.query,
                           content_type=str(example.meta.get("content_type") or "unlabelled"),
                           language=str(example.meta.get("language") or "unlabelled"),
-                          reference_page_ids=list(example.reference_page_ids),
-                          reference_answer=[refs] if isinstance(refs, str) else list(refs))
+                          reference_page_ids=pages,
+                          reference_answer=[refs] if isinstance(refs, str) else list(refs),
+                          document=str(example.meta.get("doc") or (pages[0].rsplit("_", 1)[0] if pages else "")))
 
 
 def git_commit() -> str:
@@ -496,6 +500,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episode-timeout", type=float, default=300.0)
     p.add_argument("--limit", type=int, default=None, help="ask only the first N questions")
     p.add_argument("--verbose", action="store_true", help="print one line per question (rank, region, answer)")
+    p.add_argument("--held-back-docs", default="",
+                   help="comma-separated document ids kept out of development: prints the held-back half and the "
+                        "rest (development) apart, per content type, to show whether a change generalises")
     p.add_argument("--out", type=Path, default=None,
                    help="JSON report (default runs/bench_real_docs/<questions stem>.json)")
     return p
@@ -566,6 +573,8 @@ def main(argv: list[str] | None = None) -> int:
                                      max_turns=args.max_turns, concurrency=args.concurrency,
                                      episode_timeout=args.episode_timeout)
             report["e2e_seconds"] = round(time.perf_counter() - started, 1)
+            print(f"end to end: {len(examples)} episodes in {report['e2e_seconds']:.1f} s "
+                  f"(retrieval of all questions {report['retrieval_seconds']:.1f} s)", flush=True)
             report["policy"] = args.policy_url or f"local {args.policy_backend} stand-in"
             by_uid = {str(r["uid"]): r for r in records}
             for result in results:
@@ -588,13 +597,27 @@ def _finish(report: dict[str, Any], args: argparse.Namespace, questions: Path,
                            else "-  ")
                 print(f"{verdict} {r.uid} [{r.content_type}/{r.language}] rank={r.rank} region={r.best_region_holds} "
                       f"answer={(r.prediction or '')[:80]!r} reference={r.reference_answer[0]!r}")
+        held_back = {d.strip() for d in args.held_back_docs.split(",") if d.strip()}
+        for r in results:
+            r.half = ("held-back" if r.document in held_back else "development") if held_back else ""
         report["by_content_type"] = summarize(results, "content_type")
         report["by_language"] = summarize(results, "language")
+        report["by_document"] = summarize(results, "document")
         report["questions_detail"] = [asdict(r) for r in results]
         print()
         print(format_table(report["by_content_type"]))
         print()
         print(format_table(report["by_language"], title="language"))
+        print()
+        print(format_table(report["by_document"], title="document"))
+        if held_back:
+            report["held_back_docs"] = sorted(held_back)
+            report["by_half"] = summarize(results, "half")
+            for half in ("development", "held-back"):
+                rows = [r for r in results if r.half == half]
+                report[f"{half}_by_content_type"] = summarize(rows, "content_type")
+                print(f"\n{half} half ({len(rows)} questions)")
+                print(format_table(report[f"{half}_by_content_type"]))
     report["load_average_at_end"] = os.getloadavg()  # timings on a shared machine mean little when this is high
     out = args.out or REPO / "runs" / "bench_real_docs" / f"{Path(questions).stem}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -136,7 +136,7 @@ def test_plumbing_on_a_generated_pdf(bench, tmp_path):
     out = tmp_path / "report.json"
 
     assert bench.main(["--docs", str(docs), "--questions", str(questions), "--index", str(tmp_path / "index"),
-                       "--no-e2e", "--ocr-lang", "eng", "--out", str(out)]) == 0
+                       "--no-e2e", "--ocr-lang", "eng", "--held-back-docs", "farm_and_bike", "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     ingestion = report["ingestion"]
     assert ingestion["pages"] == 2 and ingestion["documents"] == 1 and not ingestion["failed"]
@@ -145,6 +145,11 @@ def test_plumbing_on_a_generated_pdf(bench, tmp_path):
     overall = report["by_content_type"]["overall"]
     assert overall["n"] == 2 and overall["recall@1"] == 1.0
     assert overall["contains"] is None  # no end-to-end run was asked for
+    # per document, and the held-back half apart from the development half (here: all of it held back)
+    assert report["by_document"]["farm_and_bike"]["n"] == 2
+    assert list(report["by_half"]) == ["held-back", "overall"] and report["by_half"]["held-back"]["n"] == 2
+    assert report["held-back_by_content_type"]["overall"]["n"] == 2
+    assert report["development_by_content_type"]["overall"]["n"] == 0
     assert [d["retrieved_page_ids"][0] for d in report["questions_detail"]] == ["farm_and_bike_1", "farm_and_bike_2"]
 
     # An existing index is never overwritten.
