@@ -16,7 +16,6 @@ servers, as its users call it: one `run()` per question.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -25,10 +24,18 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Annotated
 
 import httpx
+import typer
 
 REPO = Path(__file__).resolve().parents[1]
+
+app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"],
+                                    # `--concurrency 1 8 64` (argparse's nargs="+", which click options lack):
+                                    # the values after the first arrive as extra arguments, see `_levels`
+                                    "allow_extra_args": True})
 
 SCRIPT = {"default": [
     "<think>Find the page.</think><search>{question}</search>",
@@ -166,50 +173,76 @@ def bench_upstream(path: Path, policy_url: str, search_url: str, episodes: int) 
           f"{cpu / turns * 1000:>14.2f}ms {answered:>5}/{n}")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--index", type=Path, default=REPO / "data" / "bench_index")
-    parser.add_argument("--episodes", type=int, default=64)
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 64])
-    parser.add_argument("--model-ms", type=float, default=50.0, help="simulated model time per reply")
-    parser.add_argument("--agent-repo", type=Path, default=REPO, help="checkout whose vrag_rl is benchmarked")
-    parser.add_argument("--upstream", type=Path, default=None, help="upstream's demo/vrag_agent.py, to compare")
-    parser.add_argument("--serve-policy", nargs=2, metavar=("SCRIPT", "PORT"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    sys.path.insert(0, str(args.agent_repo.resolve()))
-    if args.serve_policy:
-        serve_policy(args.serve_policy[0], int(args.serve_policy[1]), args.model_ms)
-        return 0
-    ensure_index(args.index)
+@app.command(help="\n\n".join(f"\b\n{part}" for part in (__doc__ or "").split("\n\n")))  # \b: printed as written
+def bench(
+    ctx: typer.Context,
+    index: Path = REPO / "data" / "bench_index",
+    episodes: int = 64,
+    concurrency: Annotated[list[int] | None, typer.Option(show_default="1 8 64")] = None,
+    model_ms: Annotated[float, typer.Option(help="simulated model time per reply")] = 50.0,
+    agent_repo: Annotated[Path, typer.Option(help="checkout whose vrag_rl is benchmarked")] = REPO,
+    upstream: Annotated[Path | None, typer.Option(help="upstream's demo/vrag_agent.py, to compare")] = None,
+    serve_policy_at: Annotated[tuple[str, int] | None, typer.Option(
+        "--serve-policy", metavar="SCRIPT PORT", hidden=True)] = None,
+) -> None:
+    """Start the servers, run the agent at each concurrency level (and upstream's, if given), print the table."""
+    levels = _levels(concurrency, ctx.args)
+    sys.path.insert(0, str(agent_repo.resolve()))
+    if serve_policy_at:
+        serve_policy(serve_policy_at[0], serve_policy_at[1], model_ms)
+        return
+    ensure_index(index)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "script.json"
         script.write_text(json.dumps(SCRIPT))
         search_port, policy_port = free_port(), free_port()
         procs = [
-            subprocess.Popen([sys.executable, "-m", "search_engine", "serve", "--index", str(args.index), "--port",
-                              str(search_port), *(["--expose-paths"] if args.upstream else [])], env=env,
+            subprocess.Popen([sys.executable, "-m", "search_engine", "serve", "--index", str(index), "--port",
+                              str(search_port), *(["--expose-paths"] if upstream else [])], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
             subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve-policy", str(script),
-                              str(policy_port), "--model-ms", str(args.model_ms)], env=env,
+                              str(policy_port), "--model-ms", str(model_ms)], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
         ]
         try:
             search_url, policy_url = f"http://127.0.0.1:{search_port}", f"http://127.0.0.1:{policy_port}"
             wait_healthy(search_url, procs[0])
             wait_healthy(policy_url, procs[1])
-            print(f"agent from {args.agent_repo}; {args.episodes} episodes per level, 3 model turns each "
-                  f"(search, crop, answer), {args.model_ms:.0f} ms simulated model time per reply; "
+            print(f"agent from {agent_repo}; {episodes} episodes per level, 3 model turns each "
+                  f"(search, crop, answer), {model_ms:.0f} ms simulated model time per reply; "
                   f"cpu count {os.cpu_count()}")
-            bench_ours(policy_url, search_url, args.episodes, args.concurrency, [p.pid for p in procs])
-            if args.upstream:
-                bench_upstream(args.upstream, policy_url, search_url, args.episodes)
+            bench_ours(policy_url, search_url, episodes, levels, [p.pid for p in procs])
+            if upstream:
+                bench_upstream(upstream, policy_url, search_url, episodes)
         finally:
             for proc in procs:
                 proc.terminate()
                 proc.wait(timeout=30)
-    return 0
+
+
+
+def _levels(options: list[int] | None, extra: list[str]) -> list[int]:
+    """`--concurrency 1 --concurrency 8` and argparse's `--concurrency 1 8` (8 arrives among the extra arguments)."""
+    if options is None:
+        if extra:
+            raise typer.BadParameter(f"unexpected argument {extra[0]!r}")
+        return [1, 8, 64]
+    levels = list(options)
+    for value in extra:
+        try:
+            levels.append(int(value))
+        except ValueError:
+            raise typer.BadParameter(f"{value!r} is not a valid integer", param_hint="'--concurrency'") from None
+    return levels
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The exit status of one run on `argv` (None: the process's arguments)."""
+    from search_engine.infra.cli_exit import exit_status  # not at the top: `--agent-repo` decides what is imported
+
+    return exit_status(app, argv, prog_name="bench_agent.py")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    app(prog_name="bench_agent.py")  # typer's own exit: nothing of this checkout imported before `--agent-repo`
