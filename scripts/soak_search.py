@@ -18,7 +18,6 @@ is a test: it prints numbers for docs and notes.
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import random
@@ -27,9 +26,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Annotated
 
 import aiohttp
 import psutil
+import typer
+
+from search_engine.infra.cli_exit import exit_status
+
+app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]})
+DEFAULT_WORK_DIR = os.path.join(tempfile.gettempdir(), "vrag_soak")
 
 WORDS = ("revenue growth market share solar plant capacity megawatt board dividend memo quarterly report "
          "table chart figure page slide travel online booking airline hotel network data centre latency "
@@ -138,58 +145,60 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 180.0) -> No
     raise SystemExit("search server did not become healthy")
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--index", help="index directory (default: the sample text index, built on first use)")
-    parser.add_argument("--work-dir", default=os.path.join(tempfile.gettempdir(), "vrag_soak"))
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--clients", type=int, default=64)
-    parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--requests", type=int, default=0,
-                        help="end a round after this many requests (0: only --seconds); equal work per round "
-                             "when the machine is too busy for time-based rounds to compare")
-    parser.add_argument("--idle", type=float, default=10.0, help="quiet seconds after each round before the RSS")
-    parser.add_argument("--port", type=int, default=18722)
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--server-env", action="append", default=[],
-                        help="KEY=VALUE for the server process (KEY= unsets it); repeatable")
-    args = parser.parse_args(argv)
-
-    index_dir = Path(args.index) if args.index else build_sample_index(Path(args.work_dir))
+@app.command(help=(__doc__ or "").split("\n\n")[0])
+def soak(
+    index: Annotated[str | None, typer.Option(
+        help="index directory (default: the sample text index, built on first use)")] = None,
+    work_dir: str = DEFAULT_WORK_DIR,
+    rounds: int = 5,
+    clients: int = 64,
+    seconds: float = 60.0,
+    requests: Annotated[int, typer.Option(
+        help="end a round after this many requests (0: only --seconds); equal work per round when the machine "
+             "is too busy for time-based rounds to compare")] = 0,
+    idle: Annotated[float, typer.Option(help="quiet seconds after each round before the RSS")] = 10.0,
+    port: int = 18722,
+    seed: int = 7,
+    server_env: Annotated[list[str] | None, typer.Option(
+        help="KEY=VALUE for the server process (KEY= unsets it); repeatable")] = None,
+) -> None:
+    """Serve the index in its own process, run the rounds, print the RSS after each and the growth."""
+    server_env = list(server_env or [])
+    index_dir = Path(index) if index else build_sample_index(Path(work_dir))
     env = dict(os.environ)
-    for item in args.server_env:
+    for item in server_env:
         key, _, value = item.partition("=")
         if value:
             env[key] = value
         else:
             env.pop(key, None)
-    url = f"http://127.0.0.1:{args.port}"
+    url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen([sys.executable, "-m", "search_engine.api", "--index", str(index_dir), "--host",
-                             "127.0.0.1", "--port", str(args.port)], env=env,
+                             "127.0.0.1", "--port", str(port)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         wait_healthy(url, proc)
         server = psutil.Process(proc.pid)
         doc_ids, page_ids = _corpus_ids(url)
         print(f"server pid {proc.pid}, index {index_dir}, {len(doc_ids)} documents, {len(page_ids)} pages; "
-              f"env {args.server_env or 'unchanged'}", flush=True)
+              f"env {server_env or 'unchanged'}", flush=True)
         print(f"RSS after start: {rss_mib(server):.0f} MiB (anonymous {anon_mib(server):.0f})", flush=True)
         rows: list[float] = []
         anons: list[float] = []
-        for round_no in range(1, args.rounds + 1):
+        for round_no in range(1, rounds + 1):
             started = time.monotonic()
-            counts = asyncio.run(run_round(url, args.clients, args.seconds, args.seed + round_no, doc_ids,
-                                           page_ids, args.requests))
+            counts = asyncio.run(run_round(url, clients, seconds, seed + round_no, doc_ids,
+                                           page_ids, requests))
             elapsed = time.monotonic() - started
             busy = rss_mib(server)
-            time.sleep(args.idle)
-            idle, anon = rss_mib(server), anon_mib(server)
-            rows.append(idle)
+            time.sleep(idle)
+            idle_rss, anon = rss_mib(server), anon_mib(server)
+            rows.append(idle_rss)
             anons.append(anon)
             served = counts.get("ok", 0)
             other = dict(sorted((k, v) for k, v in counts.items() if k != "ok"))
             print(f"round {round_no}: {served} ok in {elapsed:.0f} s ({served / elapsed:.1f}/s), other {other}, "
-                  f"RSS end {busy:.0f} MiB, after {args.idle:.0f} s idle {idle:.0f} MiB (anonymous {anon:.0f})",
+                  f"RSS end {busy:.0f} MiB, after {idle:.0f} s idle {idle_rss:.0f} MiB (anonymous {anon:.0f})",
                   flush=True)
         growth = rows[-1] / rows[0] - 1 if rows else 0.0
         print(f"RSS after round {len(rows)} vs round 1 (idle): {rows[-1]:.0f} / {rows[0]:.0f} MiB = "
@@ -217,5 +226,10 @@ def _corpus_ids(url: str) -> tuple[list[str], list[str]]:
     return doc_ids, [f"{d['doc_id']}_{n}" for d in documents for n in range(1, d["num_pages"] + 1)]
 
 
+def main(argv: list[str] | None = None) -> int:
+    """The exit status of one run on `argv` (None: the process's arguments)."""
+    return exit_status(app, argv, prog_name="soak_search.py")
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -17,7 +17,7 @@ What it does (every piece is the project's real code; nothing is downloaded):
     python scripts/train_tiny.py --out /tmp/t --steps 12 --algos grpo   # a short run
 
 `--agent vimrag` runs the same pipeline for the VimRAG memory-graph agent (`testkit/tiny_vimrag_task.py`,
-`configs/local/tiny_vimrag_{grpo,ggpo,gigpo}.yaml`, `vrag_rl.train.vimrag_trainer`): the SFT warm start is
+`configs/local/tiny_vimrag_{grpo,ggpo,gigpo}.yaml`, `vimrag.trainer`): the SFT warm start is
 scripted random VimRAG episodes recorded step by step, and RL compares GRPO, GGPO on the memory graph and the
 GiGPO-style step credit (default `--algos grpo ggpo gigpo`).
 
@@ -25,13 +25,17 @@ GiGPO-style step credit (default `--algos grpo ggpo gigpo`).
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
 import sys
 import time
+from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
+from typing import Annotated
+
+import typer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -42,9 +46,41 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import testkit  # noqa: E402,F401  (torchvision shim before transformers)
+from search_engine.infra.cli_exit import exit_status  # noqa: E402
+
+app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"],
+                                    # `--algos grpo ggpo` (argparse's nargs="+", which click options lack): the
+                                    # values after the first arrive as extra arguments, see `_algos`
+                                    "allow_extra_args": True})
 
 
-def write_summary(summary: dict, runs: dict, args: argparse.Namespace, out: Path, started: float, title: str) -> dict:
+class Agent(str, Enum):
+    vrag = "vrag"
+    vimrag = "vimrag"
+
+
+class Algo(str, Enum):
+    grpo = "grpo"
+    ggpo = "ggpo"
+    gigpo = "gigpo"
+
+
+@dataclass(frozen=True)
+class TinyRun:
+    """The command line's settings, shared by the two agents' pipelines."""
+
+    out: Path
+    steps: int | None
+    algos: list[str]
+    seed: int
+    sft_episodes: int
+    sft_epochs: int | None
+    plot: Path | None
+    no_progress: bool
+
+
+def write_summary(summary: dict, runs: dict, args: TinyRun, out: Path, started: float, title: str) -> dict:
     """Plot the runs' curves, add the plot and the total time to the summary, write and print it (both agents)."""
     from vrag_rl.train.metrics import plot_runs
 
@@ -98,7 +134,7 @@ def summarise(records: list[dict], fraction: float = 0.1) -> dict:
     return out
 
 
-def run_vimrag(args: argparse.Namespace) -> dict:
+def run_vimrag(args: TinyRun) -> dict:
     """The VimRAG agent's tiny run: scripted SFT steps, then RL per estimator from the same SFT model."""
     from search_engine.api import create_app
     from search_engine.engine import SearchEngine
@@ -106,11 +142,10 @@ def run_vimrag(args: argparse.Namespace) -> dict:
     from testkit.tiny_task import write_tasks
     from testkit.tiny_vimrag_task import build_vimrag_task_model, collect_scripted_trajectories
     from vrag_rl.train.config import load_config
-    from vrag_rl.train.vimrag_trainer import VimRAGTrainer
+    from vimrag.trainer import VimRAGTrainer
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    algos = args.algos or ["grpo", "ggpo", "gigpo"]
     started = time.perf_counter()
     server = LoopbackServer(create_app(engine=SearchEngine.load(build_index(out)))).start()
 
@@ -136,7 +171,7 @@ def run_vimrag(args: argparse.Namespace) -> dict:
                               "loss_last": history[-1]["loss"]}
         summary["sft_s"] = round(time.perf_counter() - started, 1)
         runs = {}
-        for algo in algos:
+        for algo in args.algos:
             t0 = time.perf_counter()
             records = VimRAGTrainer(config(algo, model=str(sft_model), output_dir=str(out / algo), steps=args.steps),
                                     progress=not args.no_progress).train()
@@ -148,26 +183,48 @@ def run_vimrag(args: argparse.Namespace) -> dict:
                          "tiny Qwen2.5-VL, VimRAG memory-graph agent (CPU), after SFT warm start")
 
 
-def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=REPO / "runs" / "tiny")
-    parser.add_argument("--steps", type=int, default=None, help="RL steps per algorithm (config: 40)")
-    parser.add_argument("--agent", choices=["vrag", "vimrag"], default="vrag",
-                        help="vrag: the VRAG agent (Episode); vimrag: the memory-graph agent (VimEpisode)")
-    parser.add_argument("--algos", nargs="+", default=None, choices=["grpo", "ggpo", "gigpo"],
-                        help="estimators to run (default: grpo ggpo; --agent vimrag: grpo ggpo gigpo)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--sft-episodes", type=int, default=16, help="random episodes per question for SFT")
-    parser.add_argument("--sft-epochs", type=int, default=None)
-    parser.add_argument("--plot", type=Path, default=None, help="PNG path (default: OUT/curves.png)")
-    parser.add_argument("--no-progress", action="store_true")
-    args = parser.parse_args(argv)
-    if args.agent == "vimrag":
-        return run_vimrag(args)
-    args.algos = args.algos or ["grpo", "ggpo"]
-    if "gigpo" in args.algos:
-        parser.error("gigpo (the step-level credit) is for --agent vimrag")
+@app.command(help="\n\n".join(f"\b\n{part}" for part in (__doc__ or "").split("\n\n")))  # \b: printed as written
+def train(
+    ctx: typer.Context,
+    out: Path = REPO / "runs" / "tiny",
+    steps: Annotated[int | None, typer.Option(help="RL steps per algorithm (config: 40)")] = None,
+    agent: Annotated[Agent, typer.Option(
+        help="vrag: the VRAG agent (Episode); vimrag: the memory-graph agent (VimEpisode)")] = Agent.vrag,
+    algos: Annotated[list[Algo] | None, typer.Option(
+        help="estimators to run (default: grpo ggpo; --agent vimrag: grpo ggpo gigpo)")] = None,
+    seed: int = 0,
+    sft_episodes: Annotated[int, typer.Option(help="random episodes per question for SFT")] = 16,
+    sft_epochs: int | None = None,
+    plot: Annotated[Path | None, typer.Option(help="PNG path (default: OUT/curves.png)")] = None,
+    no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
+) -> None:
+    """Build the index and the tiny model, SFT, then RL per estimator; plot and print the summary."""
+    chosen = _algos(algos, ctx.args)
+    if agent is Agent.vimrag:
+        default = ["grpo", "ggpo", "gigpo"]
+    else:
+        default = ["grpo", "ggpo"]
+        if "gigpo" in chosen:
+            raise typer.BadParameter("gigpo (the step-level credit) is for --agent vimrag", param_hint="'--algos'")
+    args = TinyRun(out=out, steps=steps, algos=chosen or default, seed=seed, sft_episodes=sft_episodes,
+                   sft_epochs=sft_epochs, plot=plot, no_progress=no_progress)
+    run_vimrag(args) if agent is Agent.vimrag else run_vrag(args)
 
+
+def _algos(options: list[Algo] | None, extra: list[str]) -> list[str]:
+    """`--algos a --algos b` and argparse's `--algos a b` (b arrives among the extra arguments)."""
+    names = [a.value for a in options or []]
+    for value in extra:
+        if not names or value not in Algo.__members__:
+            raise typer.BadParameter(f"unexpected argument {value!r}" if not names else
+                                     f"{value!r} is not one of {', '.join(Algo.__members__)}",
+                                     param_hint="'--algos'" if names else None)
+        names.append(value)
+    return names
+
+
+def run_vrag(args: TinyRun) -> dict:
+    """The VRAG agent's tiny run: SFT on random well-formed episodes, then RL per estimator from that model."""
     from search_engine.api import create_app
     from search_engine.engine import SearchEngine
     from testkit.loopback import LoopbackServer
@@ -211,5 +268,10 @@ def main(argv: list[str] | None = None) -> dict:
                          "tiny Qwen2.5-VL on the sample-corpus task (CPU), after SFT warm start")
 
 
+def main(argv: list[str] | None = None) -> int:
+    """The exit status of one run on `argv` (None: the process's arguments)."""
+    return exit_status(app, argv, prog_name="train_tiny.py")
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
