@@ -221,7 +221,6 @@ def bench(
                 proc.wait(timeout=30)
 
 
-
 def _levels(options: list[int] | None, extra: list[str]) -> list[int]:
     """`--concurrency 1 --concurrency 8` and argparse's `--concurrency 1 8` (8 arrives among the extra arguments)."""
     if options is None:

@@ -20,17 +20,21 @@ Every option this script does not know is passed on to bench_real_docs.py (--no-
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import typer
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 
 import bench_real_docs  # noqa: E402  (a sibling script, importable once scripts/ is on the path)
+
+from search_engine.infra.cli_exit import exit_status  # noqa: E402
 
 DEFAULT_DOCS = Path("~/.cache/vrag/slides_dev").expanduser()
 DEFAULT_QUESTIONS = REPO / "scripts" / "devset" / "slides_dev.jsonl"
@@ -87,53 +91,69 @@ def rewrite_for_images(questions: Path, names: dict[tuple[str, int], str], out: 
     return len(rows)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    # no abbreviations: "--out" must reach the check below, not be read as --out-dir
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False,
-                                epilog="Other options are passed on to scripts/bench_real_docs.py.")
-    p.add_argument("--docs", type=Path, default=DEFAULT_DOCS, help=f"folder of slide PDFs (default {DEFAULT_DOCS})")
-    p.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS,
-                   help=f"question file (default {DEFAULT_QUESTIONS.relative_to(REPO)})")
-    p.add_argument("--form", choices=("pdf", "images", "both"), default="both",
-                   help="born-digital PDFs, rendered page images, or both (default)")
-    p.add_argument("--dpi", type=int, default=DEFAULT_DPI,
-                   help=f"render resolution of the images (default {DEFAULT_DPI})")
-    p.add_argument("--images-dir", type=Path, default=None,
-                   help="keep the rendered images here (default: a temporary folder, removed afterwards)")
-    p.add_argument("--out-dir", type=Path, default=REPO / "runs" / "bench_slides",
-                   help="where the JSON reports go (<form>.json)")
-    return p
+class Form(str, Enum):
+    pdf = "pdf"
+    images = "images"
+    both = "both"
 
 
-def main(argv: list[str] | None = None) -> int:
-    args, passed_on = build_parser().parse_known_args(argv)
+# Unknown options and their values are passed on to bench_real_docs.py (ctx.args). Click never reads an
+# abbreviation, so "--out" reaches the check below instead of being read as --out-dir.
+app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"], "allow_extra_args": True,
+                                    "ignore_unknown_options": True})
+
+
+@app.command(help=(__doc__ or "").splitlines()[0], epilog="Other options are passed on to scripts/bench_real_docs.py.")
+def bench(
+    ctx: typer.Context,
+    docs: Annotated[Path, typer.Option(help=f"folder of slide PDFs (default {DEFAULT_DOCS})",
+                                       show_default=False)] = DEFAULT_DOCS,
+    questions: Annotated[Path, typer.Option(help=f"question file (default {DEFAULT_QUESTIONS.relative_to(REPO)})",
+                                            show_default=False)] = DEFAULT_QUESTIONS,
+    form: Annotated[Form, typer.Option(help="born-digital PDFs, rendered page images, or both (default)",
+                                       show_default=False)] = Form.both,
+    dpi: Annotated[int, typer.Option(help=f"render resolution of the images (default {DEFAULT_DPI})",
+                                     show_default=False)] = DEFAULT_DPI,
+    images_dir: Annotated[Path | None, typer.Option(
+        help="keep the rendered images here (default: a temporary folder, removed afterwards)")] = None,
+    out_dir: Annotated[Path, typer.Option(help="where the JSON reports go (<form>.json)")
+                       ] = REPO / "runs" / "bench_slides",
+) -> None:
+    """Run bench_real_docs.py on each form; the exit status is its statuses or-ed."""
+    passed_on: list[str] = list(ctx.args)
     bad = [a for a in passed_on if a.split("=")[0] in ("--docs", "--questions", "--out", "--sample-corpus")]
     if bad:
         print(f"bench_slides: {bad} are set by this script (use --docs/--questions/--out-dir)", file=sys.stderr)
-        return 2
-    docs = args.docs.expanduser()
+        raise typer.Exit(2)
+    docs = docs.expanduser()
     if not docs.is_dir():
         print(f"bench_slides: no folder {docs} (run scripts/fetch_dev_docs.py --set slides)", file=sys.stderr)
-        return 2
-    forms = ("pdf", "images") if args.form == "both" else (args.form,)
+        raise typer.Exit(2)
+    forms = ("pdf", "images") if form is Form.both else (form.value,)
     status = 0
-    for form in forms:
-        print(f"\n===== slides as {form} =====", flush=True)
-        out = args.out_dir / f"{form}.json"
-        if form == "pdf":
-            status |= bench_real_docs.main(["--docs", str(docs), "--questions", str(args.questions),
+    for name in forms:
+        print(f"\n===== slides as {name} =====", flush=True)
+        out = out_dir / f"{name}.json"
+        if name == "pdf":
+            status |= bench_real_docs.main(["--docs", str(docs), "--questions", str(questions),
                                             "--out", str(out), *passed_on])
             continue
         with tempfile.TemporaryDirectory(prefix="bench_slides_") as tmp:
-            images = (args.images_dir or Path(tmp) / "images").expanduser()
-            names = render_pages(docs, images, args.dpi)
-            questions = Path(tmp) / f"{args.questions.stem}_images.jsonl"
-            count = rewrite_for_images(args.questions, names, questions)
-            print(f"{len(names)} pages rendered at {args.dpi} dpi into {images}; {count} questions", flush=True)
-            status |= bench_real_docs.main(["--docs", str(images), "--questions", str(questions),
+            images = (images_dir or Path(tmp) / "images").expanduser()
+            names = render_pages(docs, images, dpi)
+            image_questions = Path(tmp) / f"{questions.stem}_images.jsonl"
+            count = rewrite_for_images(questions, names, image_questions)
+            print(f"{len(names)} pages rendered at {dpi} dpi into {images}; {count} questions", flush=True)
+            status |= bench_real_docs.main(["--docs", str(images), "--questions", str(image_questions),
                                             "--out", str(out), *passed_on])
-    return status
+    raise typer.Exit(status)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The exit status of one run on `argv` (None: the process's arguments)."""
+    return exit_status(app, argv, prog_name="bench_slides.py")
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

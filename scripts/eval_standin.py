@@ -10,26 +10,34 @@ the right page was looked at. A benchmark, not a test: it prints numbers.
 """
 from __future__ import annotations
 
-import argparse
 import json
+import sys
 import time
 from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from search_engine.infra.cli_exit import exit_status
+
+app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]})
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--index", default="data/index/sample_eval")
-    parser.add_argument("--dataset", default=None, help="rag_dataset.json (default: the sample corpus's)")
-    parser.add_argument("--lang", default=None, help="OCR languages of the stand-in (default: its own)")
-    parser.add_argument("--max-turns", type=int, default=6)
-    parser.add_argument("--json", action="store_true", help="print one JSON summary line at the end")
-    parser.add_argument("--verbose", action="store_true", help="print the stand-in's thoughts too")
-    parser.add_argument("--only", default=None, help="ask only the questions containing this text")
-    parser.add_argument("--ocr-only", action="store_true",
-                        help="the stand-in OCRs the images it is sent (default: it reads the page layouts the "
-                             "search server stored at ingestion, as in the demo)")
-    args = parser.parse_args(argv)
-
+@app.command(help=(__doc__ or "").splitlines()[0])
+def evaluate(
+    index: str = "data/index/sample_eval",
+    dataset: Annotated[str | None, typer.Option(help="rag_dataset.json (default: the sample corpus's)")] = None,
+    lang: Annotated[str | None, typer.Option(help="OCR languages of the stand-in (default: its own)")] = None,
+    max_turns: int = 6,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON summary line at the end")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", help="print the stand-in's thoughts too")] = False,
+    only: Annotated[str | None, typer.Option(help="ask only the questions containing this text")] = None,
+    ocr_only: Annotated[bool, typer.Option(
+        "--ocr-only", help="the stand-in OCRs the images it is sent (default: it reads the page layouts the search "
+                           "server stored at ingestion, as in the demo)")] = False,
+) -> None:
+    """Serve the index and the stand-in, ask every question, print each answer's scores and the means."""
     from search_engine.api import create_app as search_app
     from search_engine.engine import SearchEngine
     from testkit.loopback import LoopbackServer
@@ -39,24 +47,23 @@ def main(argv: list[str] | None = None) -> int:
     from vrag_rl.scoring.metrics import contains_match, exact_match, token_f1
     from vrag_rl.scoring.qa_dataset import load_dataset
 
-    dataset = args.dataset
     if dataset is None:
         from search_engine.sample_corpus import generate_sample_corpus
 
         corpus = generate_sample_corpus("data/sample_corpus/pdf")
         dataset = str(corpus.dataset_path)
-        if not (Path(args.index) / "manifest.json").exists():
+        if not (Path(index) / "manifest.json").exists():
             from search_engine.ingest import Ingestor
 
-            Ingestor(args.index, visual_model=None, text_model="minilm", progress=False).add(corpus.files)
-    search = LoopbackServer(search_app(engine=SearchEngine.load(args.index), expose_paths=True)).start()
-    backend = RuleBasedBackend(lang=args.lang, search_url="" if args.ocr_only else search.url)
+            Ingestor(index, visual_model=None, text_model="minilm", progress=False).add(corpus.files)
+    search = LoopbackServer(search_app(engine=SearchEngine.load(index), expose_paths=True)).start()
+    backend = RuleBasedBackend(lang=lang, search_url="" if ocr_only else search.url)
     policy = LoopbackServer(policy_app(backend, "rule-based")).start()
-    examples = [e for e in load_dataset(dataset) if not args.only or args.only in e.query]
+    examples = [e for e in load_dataset(dataset) if not only or only in e.query]
     totals = {"em": 0.0, "contains": 0.0, "f1": 0.0, "page": 0.0}
     started = time.perf_counter()
     try:
-        with VRAG(base_url=policy.url + "/v1", search_url=search.url, max_turns=args.max_turns) as agent:
+        with VRAG(base_url=policy.url + "/v1", search_url=search.url, max_turns=max_turns) as agent:
             for ex in examples:
                 result = agent.run(ex.query)
                 answer = result.answer or ""
@@ -66,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
                 page = float(bool(looked & set(ex.reference_page_ids))) if ex.reference_page_ids else 0.0
                 for key, value in zip(totals, (em, cm, f1, page)):
                     totals[key] += value
-                if args.verbose:
+                if verbose:
                     for event in result.events:
                         if event.type in ("think", "search", "crop"):
                             print("   ", event.type, {k: v for k, v in event.to_dict().items()
@@ -81,10 +88,14 @@ def main(argv: list[str] | None = None) -> int:
                                                                  "seconds": round(time.perf_counter() - started, 1)}
     print(f"\n{len(examples)} questions: exact match {summary['em']:.2f}, contains {summary['contains']:.2f}, "
           f"token F1 {summary['f1']:.2f}, right page looked at {summary['page']:.2f} ({summary['seconds']} s)")
-    if args.json:
+    if as_json:
         print(json.dumps(summary))
-    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The exit status of one run on `argv` (None: the process's arguments)."""
+    return exit_status(app, argv, prog_name="eval_standin.py")
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())
