@@ -20,9 +20,10 @@ the rendered pages by a person; a question without a row or column key (the answ
 or the table has none) does not count for that check. Times are CPU seconds per page (process time, so a
 busy shared machine does not inflate them), the median of --repeat runs.
 
-pdfplumber is not a project dependency; run this in a virtual environment that has it:
+pdfplumber is not a project dependency; run this in a virtual environment that has it (and typer, this
+script's command line, as every command line of the project):
 
-    python3 -m venv /tmp/plumber && /tmp/plumber/bin/pip install pdfplumber pymupdf
+    python3 -m venv /tmp/plumber && /tmp/plumber/bin/pip install pdfplumber pymupdf typer
     /tmp/plumber/bin/python scripts/bench_table_extractors.py            # JSON to runs/bench_tables.json
     /tmp/plumber/bin/python scripts/bench_table_extractors.py --verbose  # one line per question and extractor
 
@@ -31,7 +32,6 @@ scripts/fetch_dev_docs.py (`--set dev` and `--set slides`).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -40,10 +40,14 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import typer
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # the engine's extractor, without installing the project into this venv
+
+from search_engine.infra.cli_exit import exit_status  # noqa: E402
 
 QUESTION_SETS = (
     (REPO / "scripts" / "devset" / "real_docs_dev.jsonl", Path("~/.cache/vrag/dev_docs").expanduser()),
@@ -304,25 +308,50 @@ def format_summaries(summaries: list[Summary]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="*", choices=sorted(EXTRACTORS), help="run only these extractors")
-    parser.add_argument("--repeat", type=int, default=3, help="timing runs per page (median; default 3)")
-    parser.add_argument("--verbose", action="store_true", help="one line per question and extractor")
-    parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench_tables.json")
-    args = parser.parse_args(argv)
+app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"],
+                                    # `--only a b` (argparse's nargs="*", which click options lack): the values
+                                    # after the first arrive as extra arguments, see `_extractors`
+                                    "allow_extra_args": True})
+
+
+@app.command(help=(__doc__ or "").splitlines()[0])
+def bench(
+    ctx: typer.Context,
+    only: Annotated[list[str] | None, typer.Option(
+        metavar="{" + ",".join(sorted(EXTRACTORS)) + "}", help="run only these extractors")] = None,
+    repeat: Annotated[int, typer.Option(help="timing runs per page (median; default 3)", show_default=False)] = 3,
+    verbose: Annotated[bool, typer.Option("--verbose", help="one line per question and extractor")] = False,
+    out: Path = REPO / "runs" / "bench_tables.json",
+) -> None:
+    """Run each extractor over the table questions' pages; print the table and write the JSON report."""
+    names = _extractors(only, ctx.args) or list(EXTRACTORS)
     questions = load_questions()
-    names = args.only or list(EXTRACTORS)
-    summaries = [measure(name, EXTRACTORS[name], questions, max(args.repeat, 1), args.verbose) for name in names]
+    summaries = [measure(name, EXTRACTORS[name], questions, max(repeat, 1), verbose) for name in names]
     pages = len({(q.path, q.page) for q in questions})
     print(f"{len(questions)} table questions on {pages} pages "
           f"({sum(q.language == 'zh' for q in questions)} Chinese)\n")
     print(format_summaries(summaries))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps([asdict(s) for s in summaries], indent=2, ensure_ascii=False, default=str))
-    print(f"\nreport written to {args.out}")
-    return 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps([asdict(s) for s in summaries], indent=2, ensure_ascii=False, default=str))
+    print(f"\nreport written to {out}")
 
+
+def _extractors(options: list[str] | None, extra: list[str]) -> list[str]:
+    """`--only a --only b` and argparse's `--only a b` (b arrives among the extra arguments), names checked."""
+    if not options and extra:
+        raise typer.BadParameter(f"unexpected argument {extra[0]!r}")
+    names = [*(options or []), *extra]
+    for name in names:
+        if name not in EXTRACTORS:
+            raise typer.BadParameter(f"{name!r} is not one of {', '.join(sorted(EXTRACTORS))}",
+                                     param_hint="'--only'")
+    return names
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The exit status of one run on `argv` (None: the process's arguments)."""
+    return exit_status(app, argv, prog_name="bench_table_extractors.py")
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())
