@@ -2,7 +2,7 @@
 """Soak the search server: rounds of many concurrent clients, the server's RSS printed after each.
 
 Why: a long-running search server (RL rollouts, a shared demo) must not grow without bound. This
-starts `python -m search_engine.api` as its own process (so its RSS is its own), drives it with
+starts `python -m search_engine serve` as its own process (so its RSS is its own), drives it with
 `--clients` concurrent aiohttp clients for `--seconds` per round — a mix of POST /search with
 queries of every length (1 word to ~2,000 characters), top_k and document filters, upstream's
 GET /search and resized page images — and prints, per round, the requests served, errors, and the
@@ -173,7 +173,7 @@ def soak(
         else:
             env.pop(key, None)
     url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([sys.executable, "-m", "search_engine.api", "--index", str(index_dir), "--host",
+    proc = subprocess.Popen([sys.executable, "-m", "search_engine", "serve", "--index", str(index_dir), "--host",
                              "127.0.0.1", "--port", str(port)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:

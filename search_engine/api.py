@@ -1,7 +1,6 @@
 """The search server: FastAPI over one `SearchEngine`.
 
-Run it with `vrag-search serve --index DIR` (the one command; `python -m search_engine.api --index DIR`
-still works and runs that same command).
+Run it with `vrag-search serve --index DIR` (or `python -m search_engine serve --index DIR`): the one command.
 Every id from outside is looked up in the manifest before any file is touched, so no request can
 read a file outside the index. Whatever a client sends ends in a documented status with a JSON
 body (see `search_engine.infra.http_guard`): bodies are size-limited (413), validation errors never echo
@@ -283,16 +282,6 @@ def serve(index_dir: str, host: str = "127.0.0.1", port: int = 8002, api_key: st
     uvicorn.run(app, host=host, port=port, log_level=log_level)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """`python -m search_engine.api ARGS` = `vrag-search serve ARGS`: one command, one set of options.
-
-    The module form predates the `vrag-search` CLI; it is kept for scripts that start the server as a
-    subprocess, but it no longer has options of its own that could drift from `vrag-search serve`.
-    """
-    from search_engine.cli import app as cli_app
-
-    cli_app(["serve", *(sys.argv[1:] if argv is None else argv)], prog_name="vrag-search")
-
-
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # the old second way to start the server, with options of its own that drifted
+    sys.exit("python -m search_engine.api is gone: start the server with `vrag-search serve --index DIR` "
+             "(or `python -m search_engine serve --index DIR`), the one command with every option")
