@@ -239,17 +239,23 @@ class StreamingTopK:
         self.scores = np.full((self.nq, 0), -np.inf, np.float32) if scores is None else scores
         self.rows = np.zeros((self.nq, 0), np.int64) if rows is None else rows
 
-    def update(self, first_row: int, vecs: np.ndarray, counts: np.ndarray, max_tokens: int = 1 << 15) -> None:
+    def update(self, first_row: int, vecs: np.ndarray, counts: np.ndarray, max_pages: int = 32) -> None:
+        """Score pages `first_row ...` (tokens `vecs`, `counts` per page) and merge them into the top-k.
+
+        Pages are padded to the longest by repeating their last token (the max is unchanged), so the
+        per-page max is one batched GEMM + `amax` in torch: 2x faster than a flat GEMM + numpy
+        `maximum.reduceat` (measured), and this pass is most of the generator's CPU."""
         import torch
 
         qt = torch.from_numpy(self.qt)
-        bounds = np.concatenate([[0], np.cumsum(counts)])
-        page = 0
-        while page < len(counts):  # page-aligned slices of ≤ max_tokens tokens (similarity block ≤ ~0.5 GB)
-            last = max(int(np.searchsorted(bounds, bounds[page] + max_tokens, side="right")) - 1, page + 1)
-            block = torch.from_numpy(np.ascontiguousarray(vecs[bounds[page] : bounds[last]], np.float32))
-            sims = torch.matmul(block, qt).numpy()
-            token_best = np.maximum.reduceat(sims, bounds[page:last] - bounds[page], axis=0)
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        for page in range(0, len(counts), max_pages):  # ≤ max_pages pages at a time: similarity block ≤ ~100 MB
+            last = min(page + max_pages, len(counts))
+            cnt = np.asarray(counts[page:last], np.int64)
+            width = int(cnt.max())
+            index = starts[page:last, None] + np.minimum(np.arange(width)[None, :], cnt[:, None] - 1)
+            block = torch.from_numpy(np.ascontiguousarray(vecs[index], np.float32))  # (pages, width, dim)
+            token_best = torch.matmul(block, qt).amax(1).numpy()  # (pages, query tokens)
             scores = token_best.reshape(last - page, self.nq, self.qlen).sum(2).T  # (queries, pages)
             rows = np.broadcast_to(np.arange(first_row + page, first_row + last), scores.shape)
             all_scores = np.concatenate([self.scores, scores], 1)
@@ -257,7 +263,6 @@ class StreamingTopK:
             keep = np.argsort(-all_scores, axis=1, kind="stable")[:, : self.k]
             self.scores = np.take_along_axis(all_scores, keep, 1)
             self.rows = np.take_along_axis(all_rows, keep, 1)
-            page = last
 
 
 def stream_queries(pages_of: PagesOf, num_queries: int, tokens: int, noise: float, seed: int, kinds: tuple[str, ...]

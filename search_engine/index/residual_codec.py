@@ -11,6 +11,10 @@ small and centred. Two residual quantisers, measured side by side by `scripts/be
   have no 1- or 2-bit mode.
 * `pq<m>` — product quantisation of the residual with faiss (`faiss.ProductQuantizer`, m sub-vectors
   of 8 bits): m bytes per token, usually lower error than `sq` at the same size.
+* `pq<m>x<b>` — the same with 2^b centroids per sub-vector (b = 9..12): m·b/8 bytes, more fidelity per
+  byte than more sub-vectors (faiss packs the b-bit codes); encoding cost grows with 2^b.
+* `opq<m>[x<b>]` — an OPQ rotation (`faiss.OPQMatrix`, trained on the residuals) before the PQ: balances
+  the variance across sub-vectors at no storage cost (a dim × dim matrix in the codec).
 
 A token is stored as `uint16 centroid id` + `bytes_per_token` residual bytes (one uint8 row). Decoding
 rebuilds `centroid + residual` and re-normalises it (the originals are unit vectors, as ColBERTv2 does).
@@ -32,16 +36,32 @@ CODEC_META = "codec.json"
 
 
 def parse_codec(spec: str) -> tuple[str, int]:
-    """'sq2' → ('sq', 2); 'pq32' → ('pq', 32). Raises ValueError on anything else."""
-    match = re.fullmatch(r"(sq|pq)(\d+)", spec or "")
+    """'sq2' → ('sq', 2); 'pq32' → ('pq', 32); 'opq32x10' → ('opq', 32). Raises ValueError on anything else
+    (the bits per sub-quantiser of pq/opq: `codec_bits`)."""
+    return _parse(spec)[:2]
+
+
+def codec_bits(spec: str) -> int:
+    """Bits per code of a pq/opq codec (8 unless written `x<b>`); sq: bits per dimension."""
+    return _parse(spec)[2]
+
+
+def _parse(spec: str) -> tuple[str, int, int]:
+    match = re.fullmatch(r"(sq|pq|opq)(\d+)(?:x(\d+))?", spec or "")
     if not match:
-        raise ValueError(f"unknown residual codec {spec!r}: use sq1, sq2, sq4 or pq<m> (e.g. pq16, pq32)")
+        raise ValueError(f"unknown residual codec {spec!r}: use sq1, sq2, sq4, pq<m>, pq<m>x<bits> or opq<m>[x<bits>] "
+                         "(e.g. pq32, pq32x10, opq32)")
     kind, value = match.group(1), int(match.group(2))
-    if kind == "sq" and value not in (1, 2, 4, 8):
-        raise ValueError("sq codecs take 1, 2, 4 or 8 bits per dimension")
-    if kind == "pq" and value < 1:
+    if kind == "sq":
+        if match.group(3) is not None or value not in (1, 2, 4, 8):
+            raise ValueError("sq codecs take 1, 2, 4 or 8 bits per dimension")
+        return kind, value, value
+    bits = int(match.group(3) or 8)
+    if value < 1:
         raise ValueError("pq needs at least one sub-quantiser")
-    return kind, value
+    if not 8 <= bits <= 12:
+        raise ValueError("pq codes take 8 to 12 bits (2^bits centroids per sub-vector)")
+    return kind, value, bits
 
 
 def _table(value: np.ndarray | None, name: str, spec: str) -> np.ndarray:
@@ -59,7 +79,8 @@ class ResidualCodec:
     spec: str
     cutoffs: np.ndarray | None = None  # sq: (dim, 2^b - 1) bucket boundaries
     weights: np.ndarray | None = None  # sq: (dim, 2^b) decoded value of each bucket
-    pq_centroids: np.ndarray | None = None  # pq: (m, 256, dim/m)
+    pq_centroids: np.ndarray | None = None  # pq/opq: (m, 2^bits, dim/m)
+    rotation: np.ndarray | None = None  # opq: (dim, dim) orthonormal; codes are of `residual @ rotation.T`
     _lut: np.ndarray | None = field(default=None, repr=False)
     _lut_offsets: np.ndarray | None = field(default=None, repr=False)
     _pq: Any = field(default=None, repr=False)  # faiss.ProductQuantizer (faiss has no type information)
@@ -74,8 +95,8 @@ class ResidualCodec:
 
     @property
     def residual_bytes(self) -> int:
-        kind, value = parse_codec(self.spec)
-        return self.dim * value // 8 if kind == "sq" else value
+        kind, value, bits = _parse(self.spec)
+        return self.dim * value // 8 if kind == "sq" else (value * bits + 7) // 8
 
     @property
     def row_bytes(self) -> int:
@@ -86,11 +107,11 @@ class ResidualCodec:
     @classmethod
     def train(cls, codebook: Codebook, sample: np.ndarray, spec: str = "sq2", seed: int = 0) -> ResidualCodec:
         """Fit the residual quantiser on a token sample (the k-means sample is fine)."""
-        kind, value = parse_codec(spec)
+        kind, value, bits = _parse(spec)
         dim = codebook.centroids.shape[1]
         if kind == "sq" and (dim * value) % 8:
             raise ValueError(f"dim {dim} × {value} bits is not a whole number of bytes")
-        if kind == "pq" and dim % value:
+        if kind != "sq" and dim % value:
             raise ValueError(f"pq{value}: dim {dim} is not divisible by {value}")
         sample = np.asarray(sample, np.float32)
         residuals = sample - codebook.centroids[codebook.assign(sample)]
@@ -103,16 +124,23 @@ class ResidualCodec:
             return cls(codebook, spec, cutoffs=cutoffs, weights=weights)
         import faiss
 
-        pq = faiss.ProductQuantizer(dim, value, 8)
+        pq = faiss.ProductQuantizer(dim, value, bits)
         pq.cp.seed = seed
+        rotation = None
         threads = faiss.omp_get_max_threads()
         faiss.omp_set_num_threads(1)  # see Codebook.train: faiss's OpenMP beside torch's can spin
         try:
+            if kind == "opq":
+                opq = faiss.OPQMatrix(dim, value)
+                opq.niter = 20
+                opq.train(np.ascontiguousarray(residuals))
+                rotation = faiss.vector_to_array(opq.A).reshape(dim, dim).astype(np.float32)
+                residuals = np.ascontiguousarray(residuals @ rotation.T)
             pq.train(np.ascontiguousarray(residuals))
         finally:
             faiss.omp_set_num_threads(threads)
-        table = faiss.vector_to_array(pq.centroids).reshape(value, 256, dim // value).astype(np.float32)
-        return cls(codebook, spec, pq_centroids=table)
+        table = faiss.vector_to_array(pq.centroids).reshape(value, 1 << bits, dim // value).astype(np.float32)
+        return cls(codebook, spec, pq_centroids=table, rotation=rotation)
 
     # ---- coding -----------------------------------------------------------------------------------
     def encode(self, vectors: np.ndarray, codes: np.ndarray | None = None, chunk: int = 1 << 16) -> np.ndarray:
@@ -130,7 +158,9 @@ class ResidualCodec:
 
     def _encode_residuals(self, res: np.ndarray) -> np.ndarray:
         kind, value = parse_codec(self.spec)
-        if kind == "pq":
+        if kind != "sq":
+            if self.rotation is not None:
+                res = res @ self.rotation.T
             return self._faiss_pq().compute_codes(np.ascontiguousarray(res, np.float32))
         buckets = np.zeros(res.shape, np.uint8)
         cutoffs = _table(self.cutoffs, "cutoffs", self.spec)
@@ -149,7 +179,7 @@ class ResidualCodec:
 
         pq_centroids = _table(self.pq_centroids, "pq_centroids", self.spec)
         m = pq_centroids.shape[0]
-        pq = faiss.ProductQuantizer(self.dim, m, 8)
+        pq = faiss.ProductQuantizer(self.dim, m, codec_bits(self.spec))
         faiss.copy_array_to_vector(np.ascontiguousarray(pq_centroids, np.float32).ravel(), pq.centroids)
         return pq
 
@@ -183,10 +213,11 @@ class ResidualCodec:
 
     def decode_residuals(self, residual_bytes: np.ndarray) -> np.ndarray:
         """float32 (tokens, dim) residuals of stored residual bytes (pq: faiss's decoder, measured faster)."""
-        if self.kind == "pq":
+        if self.kind != "sq":
             if self._pq is None:
                 self._pq = self._faiss_pq()
-            return self._pq.decode(np.ascontiguousarray(residual_bytes))
+            decoded = self._pq.decode(np.ascontiguousarray(residual_bytes))
+            return decoded @ self.rotation if self.rotation is not None else decoded
         table, offsets = self._lookup_table()
         index = np.asarray(residual_bytes).astype(np.intp)
         index += offsets
@@ -220,6 +251,8 @@ class ResidualCodec:
             atomic_save_npy(directory / "sq_weights.npy", _table(self.weights, "weights", self.spec))
         if self.pq_centroids is not None:
             atomic_save_npy(directory / "pq_centroids.npy", self.pq_centroids)
+        if self.rotation is not None:
+            atomic_save_npy(directory / "opq_rotation.npy", self.rotation)
         atomic_write_json(directory / CODEC_META, {"spec": self.spec, "dim": self.dim,
                                                    "row_bytes": self.row_bytes})
 
@@ -232,7 +265,8 @@ class ResidualCodec:
         if kind == "sq":
             return cls(codebook, meta["spec"], cutoffs=np.load(directory / "sq_cutoffs.npy"),
                        weights=np.load(directory / "sq_weights.npy"))
-        return cls(codebook, meta["spec"], pq_centroids=np.load(directory / "pq_centroids.npy"))
+        rotation = np.load(directory / "opq_rotation.npy") if kind == "opq" else None
+        return cls(codebook, meta["spec"], pq_centroids=np.load(directory / "pq_centroids.npy"), rotation=rotation)
 
     @staticmethod
     def exists(directory: Path) -> bool:

@@ -115,3 +115,62 @@ def test_streaming_refuses_other_parameters_in_the_same_directory(gen, base_npz,
         gen.build_streaming(tmp_path / "s", pages=400, npz=base_npz, noise=0.03, seed=0, codec_spec="sq2",
                             num_queries=3, query_tokens=8, query_noise=0.05, kinds=KINDS, part_pages=100,
                             num_centroids=64, page_tokens=PAGE_TOKENS)
+
+
+# ---- pq with more bits per code, OPQ rotation -----------------------------------------------------------
+DIM = 32  # small tokens keep the 2^10-centroid and OPQ trainings to seconds
+@pytest.fixture(scope="module")
+def tokens():
+    rng = np.random.default_rng(5)
+    centers = rng.standard_normal((32, DIM)).astype(np.float32)
+    x = centers[rng.integers(0, 32, 6000)] + 0.25 * rng.standard_normal((6000, DIM)).astype(np.float32)
+    x *= np.linspace(0.5, 1.5, DIM, dtype=np.float32)  # unequal variance per dimension: what OPQ rebalances
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def codebook(tokens):
+    from search_engine.index.centroids import Codebook
+
+    return Codebook.train(tokens[:4000], 32)
+
+
+def _cos(codec, x):
+    return float(np.einsum("ij,ij->i", x, codec.decode(codec.encode(x))).mean())
+
+
+def test_codec_specs_parse_with_their_sizes():
+    from search_engine.index.residual_codec import codec_bits, parse_codec
+
+    assert parse_codec("pq32") == ("pq", 32) and codec_bits("pq32") == 8  # the old specs read as before
+    assert parse_codec("pq32x10") == ("pq", 32) and codec_bits("pq32x10") == 10
+    assert parse_codec("opq16") == ("opq", 16) and codec_bits("opq16x9") == 9
+    for bad in ("sq2x4", "pq32x7", "pq32x13", "opq", "rq32"):
+        with pytest.raises(ValueError):
+            parse_codec(bad)
+
+
+@pytest.mark.parametrize("spec,row_bytes", [("pq8x10", 12), ("pq8x9", 11), ("opq8", 10), ("opq8x10", 12)])
+def test_more_bits_and_rotation_round_trip_and_reload(tokens, codebook, tmp_path, spec, row_bytes):
+    from search_engine.index.residual_codec import ResidualCodec
+
+    codec = ResidualCodec.train(codebook, tokens[:4000], spec)
+    assert codec.row_bytes == row_bytes
+    held_out = tokens[4000:5000]
+    rows = codec.encode(held_out)
+    assert rows.shape == (1000, row_bytes)
+    codec.save(tmp_path / spec)
+    again = ResidualCodec.load(tmp_path / spec)
+    np.testing.assert_allclose(again.decode(rows), codec.decode(rows), atol=1e-6)  # the tables round-trip
+    centroid_only = float(np.einsum("ij,ij->i", held_out, codebook.centroids[codebook.assign(held_out)]).mean())
+    assert _cos(codec, held_out) > centroid_only
+
+
+def test_ten_bit_codes_beat_eight_bit_codes_and_opq_is_no_worse(tokens, codebook):
+    from search_engine.index.residual_codec import ResidualCodec
+
+    sample, held_out = tokens[:4000], tokens[4000:6000]
+    pq8 = _cos(ResidualCodec.train(codebook, sample, "pq8"), held_out)
+    pq10 = _cos(ResidualCodec.train(codebook, sample, "pq8x10"), held_out)
+    opq8 = _cos(ResidualCodec.train(codebook, sample, "opq8"), held_out)
+    assert pq10 > pq8 and opq8 >= pq8 - 1e-3
