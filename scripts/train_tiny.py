@@ -141,8 +141,8 @@ def run_vimrag(args: TinyRun) -> dict:
     from testkit.loopback import LoopbackServer
     from testkit.tiny_task import write_tasks
     from testkit.tiny_vimrag_task import build_vimrag_task_model, collect_scripted_trajectories
-    from vrag_rl.train.config import load_config
     from vimrag.trainer import VimRAGTrainer
+    from vrag_rl.train.config import load_config
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
