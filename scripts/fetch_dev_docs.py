@@ -22,7 +22,6 @@ in which case the questions may no longer match the pages).
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import shutil
@@ -31,6 +30,11 @@ import sys
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Annotated, Literal, get_args
+
+import typer
+
+from search_engine.infra.cli_exit import exit_status
 
 DEFAULT_OUT = Path("~/.cache/vrag/dev_docs").expanduser()
 DEFAULT_SLIDES_OUT = Path("~/.cache/vrag/slides_dev").expanduser()
@@ -200,21 +204,34 @@ def fetch(out_dir: Path, deb_dir: Path | None = None, allow_mismatch: bool = Fal
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", dest="doc_set", choices=sorted(DOC_SETS), default="dev",
-                        help="which development set: the real documents (dev, default) or the slide decks")
-    parser.add_argument("--out", type=Path, default=None,
-                        help=f"output folder (default {DEFAULT_OUT} for dev, {DEFAULT_SLIDES_OUT} for slides)")
-    parser.add_argument("--deb-dir", type=Path, default=None,
-                        help="keep/reuse downloaded .deb files here (default: a temporary folder)")
-    parser.add_argument("--allow-mismatch", action="store_true",
-                        help="go on (with a warning) when a package's PDF differs from the recorded sha256")
-    args = parser.parse_args(argv)
-    docs, default_out = DOC_SETS[args.doc_set]
-    fetch((args.out or default_out).expanduser(), args.deb_dir, args.allow_mismatch, docs)
-    return 0
+DocSet = Literal["dev", "slides"]  # the keys of DOC_SETS
+assert set(get_args(DocSet)) == set(DOC_SETS), "DocSet must name every document set"
 
+app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]})
+
+
+@app.command(help=(__doc__ or "").splitlines()[0])
+def fetch_set(
+    doc_set: Annotated[DocSet, typer.Option(
+        "--set",
+        help="which development set: the real documents (dev, default) or the slide decks")] = "dev",
+    out: Annotated[Path | None, typer.Option(
+        help=f"output folder (default {DEFAULT_OUT} for dev, {DEFAULT_SLIDES_OUT} for slides)")] = None,
+    deb_dir: Annotated[Path | None, typer.Option(
+        help="keep/reuse downloaded .deb files here (default: a temporary folder)")] = None,
+    allow_mismatch: Annotated[bool, typer.Option(
+        "--allow-mismatch", help="go on (with a warning) when a package's PDF differs from the recorded sha256")
+    ] = False,
+) -> None:
+    """Download the set's packages, cut and check its PDFs, write them and their manifest."""
+    docs, default_out = DOC_SETS[doc_set]
+    fetch((out or default_out).expanduser(), deb_dir, allow_mismatch, docs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The exit status of one run on `argv` (None: the process's arguments)."""
+    return exit_status(app, argv, prog_name="fetch_dev_docs.py")
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())
