@@ -147,8 +147,9 @@ def is_streamed(corpus: Path) -> bool:
 
 
 def corpus_pages(corpus: Path) -> int:
-    if is_streamed(corpus):
-        return int(json.loads((corpus / "stream.json").read_text())["pages"])
+    if is_streamed(corpus):  # the finished index's size (a finished prefix may be smaller than planned)
+        metas = sorted(corpus.glob("fast-*/fast_meta.json"))
+        return int(json.loads(metas[0].read_text())["num_pages"]) if metas else 0
     return int(json.loads((corpus / "meta.json").read_text())["num_pages"])
 
 

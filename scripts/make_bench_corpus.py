@@ -285,14 +285,18 @@ def stream_queries(pages_of: PagesOf, num_queries: int, tokens: int, noise: floa
 
 def build_streaming(out: Path, pages: int, npz: Path, noise: float, seed: int, codec_spec: str, num_queries: int,
                     query_tokens: int, query_noise: float, kinds: tuple[str, ...], part_pages: int = 5000,
-                    num_centroids: int | None = None, k: int = 100, page_tokens: tuple[int, int] = (700, 780)
-                    ) -> Path:
+                    num_centroids: int | None = None, k: int = 100, page_tokens: tuple[int, int] = (700, 780),
+                    finish_prefix: bool = False) -> Path:
     """Generate `pages` pages straight into a compressed index `out/fast-<codec>/` (no fp16 copy), keeping
     the exact top-k of every query set on the fly; resumable after each part. Returns the index directory.
 
     Order of commits: stream.json (parameters) → queries → codec (trained on a sample of regenerated
     blocks) → per part: its two files, then stream_state.npz (pages done, top-k, counts: the part's commit
-    mark for the generator) → inverted file + fast_meta.json → the query-set files bench_search reads."""
+    mark for the generator) → inverted file + fast_meta.json → the query-set files bench_search reads.
+
+    `finish_prefix`: stop generating and finish an index of the pages committed so far (a smaller corpus
+    whose exact top-k is already known; queries whose target page is not generated yet are then ordinary
+    queries without a planted answer). Running again without it continues the corpus and re-finishes it."""
     from search_engine.index.atomic import atomic_save_npz, atomic_write_json
     from search_engine.index.centroids import Codebook, default_num_centroids
     from search_engine.index.compressed_index import PARTS_DIR, finish_compressed
@@ -356,7 +360,7 @@ def build_streaming(out: Path, pages: int, npz: Path, noise: float, seed: int, c
     parts_dir = index_dir / PARTS_DIR
     parts_dir.mkdir(parents=True, exist_ok=True)
     exact_cpu = 0.0
-    while done < pages:
+    while done < pages and not finish_prefix:
         last = min(done + part_pages, pages)
         vecs, cnts = [], []
         for first in range(done, last, GEN_BLOCK):
@@ -376,12 +380,13 @@ def build_streaming(out: Path, pages: int, npz: Path, noise: float, seed: int, c
               f"{time.process_time() - cpu_started:.0f}s CPU of which exact top-k {exact_cpu:.0f}s, "
               f"load {os.getloadavg()[0]:.1f})", flush=True)
     counts_arr = np.asarray(counts, np.int64)
-    parts = [{"name": f"p{a:010d}-{min(a + part_pages, pages):010d}",
-              "counts": counts_arr[a : min(a + part_pages, pages)].tolist()} for a in range(0, pages, part_pages)]
-    if not (index_dir / "fast_meta.json").exists():
+    parts = [{"name": f"p{a:010d}-{min(a + part_pages, done):010d}",
+              "counts": counts_arr[a : min(a + part_pages, done)].tolist()} for a in range(0, done, part_pages)]
+    meta_file = index_dir / "fast_meta.json"
+    if not meta_file.exists() or json.loads(meta_file.read_text())["num_pages"] != done:
         st = np.load(state_path)
         finish_compressed(index_dir, codec, parts, FastParams(), {
-            "build_cpu_seconds": float(st["cpu_seconds"]), "streamed": True,
+            "build_cpu_seconds": float(st["cpu_seconds"]), "streamed": True, "planned_pages": pages,
             "load_avg_1m_at_build": os.getloadavg()[0]})
     nq = num_queries
     for i, kind in enumerate(kinds):
@@ -389,9 +394,10 @@ def build_streaming(out: Path, pages: int, npz: Path, noise: float, seed: int, c
         qs, targets = made[kind]
         path = query_set_path(out, kind, nq, seed + 1)
         atomic_save_npz(path, queries=qs, targets=targets, exact_scores=topk.scores[part], exact_rows=topk.rows[part],
-                        exact_seconds=np.float64("nan"), kind=np.str_(kind))
-        print(f"{kind}: target page ranked first for {np.mean(topk.rows[part][:, 0] == targets):.1%} of queries")
-    print(f"streamed {pages:,} pages, {int(counts_arr.sum()):,} tokens in {time.perf_counter() - started:.0f}s wall")
+                        exact_seconds=np.float64("nan"), kind=np.str_(kind), corpus_pages=np.int64(done))
+        print(f"{kind}: target page ranked first for {np.mean(topk.rows[part][:, 0] == targets):.1%} of queries "
+              f"({np.mean(targets < done):.0%} of the targets generated)")
+    print(f"streamed {done:,} pages, {int(counts_arr.sum()):,} tokens in {time.perf_counter() - started:.0f}s wall")
     return index_dir
 
 
@@ -418,13 +424,16 @@ def main() -> int:
     parser.add_argument("--codec", default="pq32", help="--stream: the residual codec (see residual_codec.py)")
     parser.add_argument("--part-pages", type=int, default=5000, help="--stream: pages per compressed part")
     parser.add_argument("--centroids", type=int, default=None, help="--stream: codebook size (default from size)")
+    parser.add_argument("--finish-prefix", action="store_true",
+                        help="--stream: finish an index of the pages committed so far (run again to continue)")
     args = parser.parse_args()
     if not args.npz.exists():
         print(f"embeddings not found at {args.npz}", file=sys.stderr)
         return 2
     if args.stream:
         build_streaming(args.out, args.pages, args.npz, args.noise, args.seed, args.codec, args.queries,
-                        args.query_tokens, args.query_noise, tuple(args.query_sets), args.part_pages, args.centroids)
+                        args.query_tokens, args.query_noise, tuple(args.query_sets), args.part_pages, args.centroids,
+                        finish_prefix=args.finish_prefix)
         return 0
     store = build(args.out, args.pages, args.npz, args.noise, args.seed, kind=args.kind)
     print(f"{store.num_pages:,} pages, {store.num_tokens:,} tokens, {store.nbytes_on_disk() / 2**30:.2f} GiB")

@@ -97,6 +97,10 @@ def test_a_killed_streaming_build_resumes_without_re_encoding(gen, base_npz, tmp
     parts = tmp_path / "run" / "fast-sq2" / "parts"
     mtimes = {p.name: p.stat().st_mtime_ns for p in parts.iterdir()}
     monkeypatch.setattr(cs, "write_part", real_write)
+    prefix = _build(gen, tmp_path / "run", base_npz, finish_prefix=True)  # an index of the 200 pages written
+    assert open_compressed(prefix).num_pages == 200
+    data = np.load(gen.query_set_path(tmp_path / "run", "standard", 3, 1))
+    np.testing.assert_array_equal(data["exact_rows"][:, :10], _brute_force_topk(gen, base_npz, data["queries"], 200))
     resumed = _build(gen, tmp_path / "run", base_npz)
     assert {p.name: p.stat().st_mtime_ns for p in parts.iterdir() if p.name in mtimes} == mtimes
     for name in sorted(p.name for p in (reference / "parts").iterdir()):
