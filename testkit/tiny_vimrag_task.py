@@ -133,9 +133,9 @@ async def collect_scripted_trajectories(search_url: str, processor: Any, episode
     from search_engine.client import SearchClient
     from vimrag.config import VimRAGConfig
     from vimrag.prompts import VimPrompts
+    from vimrag.rollout import run_vim_episode
     from vrag_rl.rewards import RewardReference
     from vrag_rl.rollout.runner import RolloutTask
-    from vrag_rl.rollout.vimrag_rollout import run_vim_episode
 
     config, prompts = VimRAGConfig(**AGENT), VimPrompts(**PROMPTS)
     search = SearchClient(search_url)

@@ -14,8 +14,8 @@ APP = str(Path(__file__).resolve().parents[2] / "demo" / "vimrag_app.py")
 
 @pytest.fixture()
 def standin_url():
+    from vimrag.stand_in import VimRAGRuleBasedBackend
     from vrag_rl.policy_server.app import create_app
-    from vrag_rl.policy_server.vimrag_rule_based import VimRAGRuleBasedBackend
 
     server = LoopbackServer(create_app(VimRAGRuleBasedBackend(), "vimrag-rule-based")).start()
     yield server.url + "/v1"

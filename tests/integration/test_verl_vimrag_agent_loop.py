@@ -129,8 +129,8 @@ def test_the_cluster_config_composes_and_validates_against_verl():
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import omega_conf_to_dataclass, validate_config
 
+    from vimrag.verl_agent_loop import vimrag_plugin_settings
     from vrag_rl.verl_plugins.settings import plugin_settings
-    from vrag_rl.verl_plugins.vimrag_agent_loop import vimrag_plugin_settings
 
     cfg = _compose([])
     validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))

@@ -7,8 +7,8 @@ import pytest
 
 from testkit.loopback import LoopbackServer
 from vimrag import VimRAG
+from vimrag.stand_in import VimRAGRuleBasedBackend
 from vrag_rl.policy_server.app import create_app
-from vrag_rl.policy_server.vimrag_rule_based import VimRAGRuleBasedBackend
 
 
 def call(name: str, **arguments) -> str:

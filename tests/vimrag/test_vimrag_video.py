@@ -104,8 +104,8 @@ def test_segment_frames_reach_the_model_and_answer(mixed_index):
     from search_engine.api import create_app
     from search_engine.engine import SearchEngine
     from vimrag import VimRAG
+    from vimrag.stand_in import VimRAGRuleBasedBackend
     from vrag_rl.policy_server.app import create_app as policy_app
-    from vrag_rl.policy_server.vimrag_rule_based import VimRAGRuleBasedBackend
 
     search = LoopbackServer(create_app(engine=SearchEngine.load(mixed_index))).start()
     policy = LoopbackServer(policy_app(VimRAGRuleBasedBackend(), "vimrag-rule-based")).start()

@@ -2,7 +2,7 @@
 trajectory-level group normalisation its steps share.
 
 VimRAG rebuilds its context at every model call, so a trajectory is a list of steps, each its own training
-sample (`vrag_rl.rollout.vimrag_rollout`). The paper's prune indicator, per step t with memory-graph node v_t:
+sample (`vimrag.rollout`). The paper's prune indicator, per step t with memory-graph node v_t:
 
     μ_t = 1[r = 1] · 1[v_t ∉ P_ans] + 1[r = 0] · 1[v_t ∈ R_val]
 

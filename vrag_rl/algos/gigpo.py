@@ -7,7 +7,7 @@ followed it, R·γ^(T−1−t) for a sparse outcome R at the end of a T-step tra
 that return normalised within its step group (0 for a step group of one: nothing to compare with). The
 final advantage of step t is A_episode + ω · A_step.
 
-What counts as "the same state" is the caller's key (`vrag_rl.rollout.vimrag_rollout.step_state_keys` for
+What counts as "the same state" is the caller's key (`vimrag.rollout.step_state_keys` for
 VimRAG: the sub-queries issued so far and the set of pages they retrieved — the graph's searchable content,
 independent of how the model worded its summaries). Hand-written: verl-agent's implementation is tied to its
 environment manager's observation arrays; this is the dozen lines of its `step_norm_reward` logic over keys.

@@ -8,23 +8,27 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
-import enum
 import sys
 from typing import Annotated
 
 import typer
 
+from vrag_rl.agent.plugins import stand_in_plugins
 
-class BackendName(str, enum.Enum):
-    """The policy backends `serve` can run."""
-
-    transformers = "transformers"
-    scripted = "scripted"
-    rule_based = "rule-based"
-    vimrag_rule_based = "vimrag-rule-based"
+BUILT_IN_BACKENDS = ("transformers", "scripted", "rule-based")
 
 
-BACKENDS = tuple(backend.value for backend in BackendName)
+def backend_names() -> tuple[str, ...]:
+    """The backends `serve` can run: the built-in ones and the installed agent plugins' CPU stand-ins
+    (`vimrag-rule-based` from VimRAG; see `vrag_rl.agent.plugins`)."""
+    return BUILT_IN_BACKENDS + tuple(sorted(stand_in_plugins()))
+
+
+def _known_backend(name: str) -> str:
+    if name not in backend_names():
+        raise typer.BadParameter(f"{name!r} is not one of {', '.join(backend_names())}")
+    return name
+
 DEFAULT_MAX_BODY_BYTES = 64 * 2**20
 
 
@@ -70,18 +74,19 @@ def build_app(options: ServeOptions):
         except ValueError as exc:
             raise SystemExit(f"vrag-policy: {exc}") from None
         name = options.served_model_name or "scripted"
-    elif options.backend == "vimrag-rule-based":  # the CPU stand-in for VimRAG's tool protocol
-        from vrag_rl.policy_server.vimrag_rule_based import VimRAGRuleBasedBackend
-
-        backend = VimRAGRuleBasedBackend(search_url=options.search_url)
-        name = options.served_model_name or "vimrag-rule-based"
+    elif options.backend in stand_in_plugins():  # an agent plugin's stand-in, e.g. VimRAG's tool protocol
+        plugin = stand_in_plugins()[options.backend]
+        assert plugin.stand_in_backend is not None and plugin.stand_in is not None
+        backend = plugin.stand_in_backend(search_url=options.search_url)
+        name = options.served_model_name or plugin.stand_in
     elif options.backend == "rule-based":
         from vrag_rl.policy_server.rule_based import RuleBasedBackend
 
         backend = RuleBasedBackend(search_url=options.search_url)
         name = options.served_model_name or "rule-based"
     else:
-        raise SystemExit(f"vrag-policy: unknown backend {options.backend!r}; choose one of {', '.join(BACKENDS)}")
+        raise SystemExit(f"vrag-policy: unknown backend {options.backend!r}; "
+                         f"choose one of {', '.join(backend_names())}")
     return create_app(backend, name, api_key=options.api_key, max_body_bytes=options.max_body_bytes)
 
 
@@ -97,7 +102,10 @@ def _commands() -> None:
 
 @app.command()
 def serve(
-    backend: Annotated[BackendName, typer.Option(help="which policy answers")] = BackendName.transformers,
+    backend: Annotated[str, typer.Option(
+        callback=_known_backend,
+        help="which policy answers: transformers, scripted, rule-based, or an agent plugin's stand-in "
+             "(vimrag-rule-based)")] = "transformers",
     model: Annotated[str | None, typer.Option(help="hub id or local folder (transformers backend)")] = None,
     script: Annotated[str | None, typer.Option(
         help="JSON/YAML file {scripts: {key: [replies]}, default: [replies]} (scripted)")] = None,
@@ -119,7 +127,7 @@ def serve(
         min=1, help="larger request bodies are refused with 413")] = DEFAULT_MAX_BODY_BYTES,
 ) -> None:
     """Start the server."""
-    options = ServeOptions(backend=backend.value, model=model, script=script, served_model_name=served_model_name,
+    options = ServeOptions(backend=backend, model=model, script=script, served_model_name=served_model_name,
                            device=device, dtype=dtype, max_pixels=max_pixels, min_pixels=min_pixels,
                            api_key=api_key, search_url=search_url, max_body_bytes=max_body_bytes)
     server = build_app(options)

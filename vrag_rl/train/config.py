@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from vrag_rl.agent.config import AgentConfig
+from vrag_rl.agent.plugins import agent_plugin
 from vrag_rl.agent.prompts import Prompts
 from vrag_rl.algos.settings import AlgorithmSettings, GGPOSettings, algorithm_settings
 from vrag_rl.rewards import RewardConfig
@@ -85,8 +86,8 @@ class TrainConfig:
             self.lora = LoraConfig(**self.lora)
         if isinstance(self.sft, dict):
             self.sft = SFTConfig(**self.sft)
-        if self.agent_type not in ("vrag", "vimrag"):
-            raise ValueError(f"agent_type must be 'vrag' or 'vimrag', got {self.agent_type!r}")
+        if self.agent_type != "vrag":
+            agent_plugin(self.agent_type)  # UnknownAgentError (a ValueError) naming the installed agents
         self.agent_config()  # validate early
         self.reward_config()
 
@@ -95,18 +96,15 @@ class TrainConfig:
         return AlgorithmSettings(self.algorithm, self.ggpo)
 
     def agent_config(self) -> Any:
-        """`AgentConfig` for VRAG, `vimrag.config.VimRAGConfig` for VimRAG (`agent_type`)."""
-        if self.agent_type == "vimrag":
-            from vimrag.config import VimRAGConfig
-
-            return VimRAGConfig(**self.agent)
+        """`AgentConfig` for VRAG, the plugin's config type for another agent (`agent_type`, e.g. VimRAG's
+        `VimRAGConfig`; see `vrag_rl.agent.plugins`)."""
+        if self.agent_type != "vrag":
+            return agent_plugin(self.agent_type).config_type(**self.agent)
         return AgentConfig(**self.agent)
 
     def prompts_config(self) -> Any:
-        if self.agent_type == "vimrag":
-            from vimrag.prompts import VimPrompts
-
-            return VimPrompts(**self.prompts)
+        if self.agent_type != "vrag":
+            return agent_plugin(self.agent_type).prompts_type(**self.prompts)
         return Prompts(**self.prompts)
 
     def reward_config(self) -> RewardConfig:

@@ -228,7 +228,7 @@ class LocalTrainer:
         """(the sequences the loss runs over, their advantages, their loss masks, the pruned-turn count).
 
         VRAG: one sequence per trajectory, GRPO advantages over the group's trajectories. A rebuilt-context agent
-        (`vrag_rl.train.vimrag_trainer`) overrides this: one sequence per step, the trajectory's advantage.
+        (`vimrag.trainer`) overrides this: one sequence per step, the trajectory's advantage.
         """
         totals = torch.tensor([r.total for r in rewards], dtype=torch.float32)
         advantages = grpo_advantages(totals, [t.group_id for t in trajectories],

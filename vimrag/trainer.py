@@ -2,7 +2,7 @@
 VimRAG's rollout environment and its step samples.
 
 What changes against VRAG, and only that (`VimRAGTrainer` overrides two methods of `LocalTrainer`):
-- rollouts: `vrag_rl.rollout.vimrag_rollout.rollout_vim_batch` — the demo's `VimEpisode` recorded one sample
+- rollouts: `vimrag.rollout.rollout_vim_batch` — the demo's `VimEpisode` recorded one sample
   per model call, within the configured prompt length (`VimRAGTrainingSettings.max_prompt_length`);
 - samples: the loss runs over every *step* of every trajectory (each step a sequence with its own prompt);
   advantages are GRPO's, normalised over the group's *trajectories* and given to each of their steps
@@ -21,11 +21,11 @@ from typing import Any
 import torch
 
 from search_engine.client import SearchClient
+from vimrag.rollout import VimTrajectory, energy_for_prompt_length, rollout_vim_batch
 from vrag_rl.algos.ggpo_memory import trajectory_advantages
 from vrag_rl.algos.gigpo import combine, gigpo_step_advantages
 from vrag_rl.rewards import RewardBreakdown, score_episode
 from vrag_rl.rollout.trajectory import Trajectory
-from vrag_rl.rollout.vimrag_rollout import VimTrajectory, energy_for_prompt_length, rollout_vim_batch
 from vrag_rl.train.config import TrainConfig
 from vrag_rl.train.data import sample_batch
 from vrag_rl.train.trainer import LocalTrainer

@@ -42,11 +42,11 @@ from vimrag.config import VimRAGConfig
 from vimrag.context import build_context
 from vimrag.graph import MemoryGraph
 from vimrag.prompts import VimPrompts
+from vimrag.rollout import VimTrajectory, energy_for_prompt_length, run_vim_episode
 from vrag_rl.agent.page_images import PageImageStore
 from vrag_rl.agent.policies.token_recorder import GenerateOutput, template_form, vision_token_ids
 from vrag_rl.agent.policy import SamplingParams
 from vrag_rl.rewards import score_episode
-from vrag_rl.rollout.vimrag_rollout import VimTrajectory, energy_for_prompt_length, run_vim_episode
 from vrag_rl.verl_plugins.agent_loop import filler_token_id, search_client, server_generate, task_from_row
 from vrag_rl.verl_plugins.generate import ServerManagerGenerate
 from vrag_rl.verl_plugins.settings import PluginSettingsError, plugin_settings
