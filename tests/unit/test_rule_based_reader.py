@@ -474,3 +474,18 @@ def test_years_under_bars_are_categories_and_a_titles_year_no_value():
     reader = Reader(None)
     assert reader.read("In which year were unit sales highest?", _page(region)).answer == "2022"
     assert reader.read("How many units were sold in 2023?", _page(region)).answer == "77"
+
+
+def test_a_definition_lists_term_names_its_indented_description():
+    options = _page(
+        Region("a", "text", (180, 100, 330, 118), "--min-vsize=N"),
+        Region("b", "text", (295, 124, 1040, 170), "Set the initial trigger size for garbage collection. "
+                                                   "The default is 6Mb."),
+        Region("c", "text", (180, 190, 340, 208), "--max-ppsize=N"),
+        Region("d", "text", (295, 214, 1040, 260), "Specify the size of the pointer protection stack. "
+                                                   "Currently the maximum value accepted is 100000."),
+    )
+    reading = Reader(None).read("What is the maximum value accepted for the --max-ppsize option?", options)
+    assert reading is not None and reading.answer == "100000"
+    # the term names only the paragraphs indented under it
+    assert Reader(None).read("What is the default of the --max-ppsize option?", options) is None

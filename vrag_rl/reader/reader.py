@@ -101,12 +101,15 @@ class Reader:
         regions = [r for r in all_regions if within is None or intersects(r.box, within)]
         candidates: list[_Candidate] = []
         heading = ""
+        terms = _defined_terms(layout.regions)
         for region in all_regions:
             if region.kind == "heading":
                 heading = region.text
             if region not in regions or region.kind in ("header", "footer"):
                 continue
             around = heading if region.kind != "heading" else ""
+            if region.region_id in terms:
+                around = f"{around} {terms[region.region_id]}".strip()
             if region.kind == "table":
                 candidates += self._table(region, question, form, around, ignore)
             elif region.kind == "figure":
@@ -217,6 +220,30 @@ class Reader:
                                           terms_of(f"{col_label} {cell.text}"), True, True, 0.1, half,
                                           named=bool(cell_terms & ids)))
         return out
+
+
+def _defined_terms(regions: list[Region]) -> dict[str, str]:
+    """A definition list's term for each region of its description: a short line at the outer margin
+    ("--max-ppsize=N", "Parameter name") followed by paragraphs indented to its right, which it names
+    the way a heading names its section (a manual's options, a glossary). By position only."""
+    out: dict[str, str] = {}
+    term: Region | None = None
+    for k, region in enumerate(regions):
+        if region.kind not in ("text", "list"):
+            term = None if region.kind != "figure" else term
+            continue
+        nxt = regions[k + 1] if k + 1 < len(regions) else None
+        line = region.box[3] - region.box[1]
+        if term is not None and region.box[0] > term.box[0] + 2 * (term.box[3] - term.box[1]) / max(
+                1, term.text.count("\n") + 1):
+            out[region.region_id] = term.text
+            continue
+        term = None
+        if (len(region.text.split()) <= 4 and nxt is not None and nxt.kind in ("text", "list")
+                and nxt.box[0] > region.box[0] + 2 * line / max(1, region.text.count("\n") + 1)
+                and nxt.box[1] >= region.box[1]):
+            term = region
+    return out
 
 
 def _extreme_rows(region: Region, grid: tables.Grid, rows: list[int], cols: list[int], col_hit: dict[int, bool],
