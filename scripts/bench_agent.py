@@ -151,6 +151,8 @@ def bench_upstream(path: Path, policy_url: str, search_url: str, episodes: int) 
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("upstream_vrag_agent", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"bench_agent: cannot load {path} as a Python module")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     agent = module.VRAG(base_url=policy_url + "/v1", search_url=search_url + "/search", generator=False)

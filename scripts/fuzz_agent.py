@@ -36,7 +36,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import testkit  # noqa: F401  (torchvision shim)
 
-app = typer.Typer(add_completion=False, rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]})
+app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]})
 DEFAULT_WORKDIR = Path(tempfile.gettempdir()) / "vrag_fuzz_agent"
 
 
@@ -135,7 +136,7 @@ def fuzz(
     summary = summarise(outcomes, state, time.perf_counter() - started, api_calls=len(plan))
     if not outcomes:
         return
-    print(f"code under test: {Path(sys.modules['vrag_rl'].__file__).parents[1]}")
+    print(f"code under test: {Path(sys.modules['vrag_rl'].__file__ or '?').parents[1]}")
     print(f"episodes {summary.episodes} in {summary.api_calls} public-API calls; kinds served {summary.kinds}; "
           f"HTTP requests to the endpoint {summary.requests} (max per episode {summary.max_requests_per_episode}); "
           f"{summary.elapsed_s:.1f} s")

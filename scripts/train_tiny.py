@@ -254,7 +254,8 @@ def run_vrag(args: TinyRun) -> dict:
             trainer.processor.save_pretrained(sft_model)
             sft_stats["loss_first"], sft_stats["loss_last"] = sft_history[0]["loss"], sft_history[-1]["loss"]
         sft_s = time.perf_counter() - started
-        runs, summary = {}, {"sft": sft_stats, "sft_s": round(sft_s, 1)}
+        runs: dict = {}
+        summary: dict = {"sft": sft_stats, "sft_s": round(sft_s, 1)}
         for algo in args.algos:
             config = run_config(algo, model=str(sft_model), tasks=str(tasks), output_dir=str(out / algo),
                                 search_url=server.url, seed=args.seed, steps=args.steps)
