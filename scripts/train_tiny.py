@@ -127,7 +127,7 @@ def run_config(algo: str, **overrides):
 def summarise(records: list[dict], fraction: float = 0.1) -> dict:
     from vrag_rl.train.metrics import window_means
 
-    out = {"steps": len(records)}
+    out: dict = {"steps": len(records)}
     for key in ("reward", "accuracy", "retrieval", "format", "answer_rate"):
         first, last = window_means(records, key, fraction)
         out[key] = {"first": round(first, 4), "last": round(last, 4)}
