@@ -334,7 +334,8 @@ def _figure(region: Region, question: str, form: QuestionForm, context: str,
     if not pairs:  # labels without values: read them as lines too (a diagram's labels may line up like a chart's)
         # a lone number among labels with boxes is a tick or a bar's value no category claimed, and a category
         # of a recognised chart is structure (answered by its value or its extreme): neither answers alone
-        structure = {id(lb) for lb in chart.categories}
+        structure = {id(lb) for lb in chart.categories} if chart.value_axis else set()  # a diagram's row of words
+        # without a value axis is labels, not a chart's categories
         lines = "\n".join(lb.text for lb in region.labels if charts.number(lb) is None and id(lb) not in structure) \
             if region.labels else region.text
         out += _text(Region(region.region_id, "text", region.box, lines), question, form,
