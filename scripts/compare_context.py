@@ -68,7 +68,7 @@ def vrag_script(queries: list[str]) -> list[str]:
 
 
 def vimrag_scripts(queries: list[str]) -> dict[str, list[str]]:
-    """Scripts keyed by graph state (the scripted server is stateless; see tests/vimrag)."""
+    """Scripts keyed by graph state (the scripted server is stateless; see tests/unit/test_vimrag_*.py)."""
     scripts: dict[str, list[str]] = {}
     n = len(queries)
     scripts[f"found step {n}."] = [_call("add_answer_node", answer="done", parent_ids=[f"s{n}"])]
@@ -99,8 +99,8 @@ def run(*, searches: int, index: str | None, page_pixels: int, total_pixels: int
     from vimrag import EnergyConfig, VimRAG
     from vrag_rl import VRAG
     from vrag_rl.agent.policies.openai_http import OpenAIPolicy
-    from vrag_rl.policy_server.app import create_app as policy_app
-    from vrag_rl.policy_server.scripted import ScriptedBackend
+    from vrag_rl.serving.policy_server.app import create_app as policy_app
+    from vrag_rl.serving.policy_server.scripted import ScriptedBackend
 
     index_dir = Path(index) if index else _sample_index()
     queries = QUERIES[:searches]

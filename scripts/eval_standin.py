@@ -42,10 +42,10 @@ def evaluate(
     from search_engine.engine import SearchEngine
     from testkit.loopback import LoopbackServer
     from vrag_rl import VRAG
-    from vrag_rl.policy_server.app import create_app as policy_app
-    from vrag_rl.policy_server.rule_based import RuleBasedBackend
     from vrag_rl.scoring.metrics import contains_match, exact_match, token_f1
     from vrag_rl.scoring.qa_dataset import load_dataset
+    from vrag_rl.serving.policy_server.app import create_app as policy_app
+    from vrag_rl.serving.policy_server.rule_based import RuleBasedBackend
 
     if dataset is None:
         from search_engine.sample_corpus import generate_sample_corpus

@@ -44,7 +44,7 @@ _smoke_prepare() {
     local out="$SMOKE_DIR/data/$split.parquet"
     [[ -f "$out" ]] && continue
     echo "[smoke] writing $out"
-    "$python" -m vrag_rl.data convert "$SMOKE_DIR/corpus/rag_dataset.json" --data-source sample_corpus \
+    "$python" -m vrag_rl.training.data convert "$SMOKE_DIR/corpus/rag_dataset.json" --data-source sample_corpus \
       --split "$split" --out "$out" >/dev/null
   done
   if [[ ! -f "$VRAG_INDEX/manifest.json" ]]; then

@@ -72,7 +72,7 @@ _vrag_command() {
     "trainer.default_local_dir=$CKPT_DIR" "trainer.resume_mode=$RESUME_MODE"
     "trainer.logger=[$TRAINER_LOGGER]"
     "vrag.search.url=$VRAG_SEARCH_URL"
-    "reward.custom_reward_function.path=$REPO_ROOT/vrag_rl/verl_plugins/reward.py")
+    "reward.custom_reward_function.path=$REPO_ROOT/vrag_rl/training/verl_plugins/reward.py")
   if [[ -n "$VRAG_JUDGE_URL" ]]; then
     CMD+=("vrag.judge.base_url=$VRAG_JUDGE_URL" "vrag.judge.model=$VRAG_JUDGE_MODEL")
   fi
@@ -100,8 +100,8 @@ _vrag_checks() {
     _fail "python '$PYTHON' lacks: $missing (install the project; on GPU nodes also \"verl[vllm]==0.9.1\", which brings vLLM and TransferQueue for verl's rollout and v1 trainer)"
   fi
   for f in "$TRAIN_FILE" "$VAL_FILE"; do
-    if msg=$("$PYTHON" -m vrag_rl.data check "$f" 2>&1); then _ok "$msg"; else
-      _fail "dataset $f: ${msg#error: } (build it with: python -m vrag_rl.data convert QA.json --out $f)"; fi
+    if msg=$("$PYTHON" -m vrag_rl.training.data check "$f" 2>&1); then _ok "$msg"; else
+      _fail "dataset $f: ${msg#error: } (build it with: python -m vrag_rl.training.data convert QA.json --out $f)"; fi
   done
   if [[ -d "$MODEL_PATH" ]]; then
     if [[ -f "$MODEL_PATH/config.json" ]]; then _ok "model $MODEL_PATH"; else

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GGPO on the VimRAG memory-graph agent (vimrag_agent: one row per step, GSPO + the memory-graph prune mask), Qwen2.5-VL-7B, 8x80 GB.
-# Rows: python -m vrag_rl.data convert ... --agent-name vimrag_agent.
+# Rows: python -m vrag_rl.training.data convert ... --agent-name vimrag_agent.
 # Config: configs/verl/ggpo_vimrag_qwen2_5_vl_7b.yaml. Usage and every environment variable: $0 --help.
 #   single node:  bash scripts/train_ggpo_vimrag_qwen2_5_vl_7b.sh
 #   multi-node:   NNODES=2 bash scripts/train_ggpo_vimrag_qwen2_5_vl_7b.sh        (head: starts Ray, waits for the workers)

@@ -130,7 +130,7 @@ def build_task_model(path: str | Path, seed: int = 0, hidden_size: int = 96, lay
 
 
 def write_tasks(path: str | Path) -> Path:
-    """The task file the trainer reads (`vrag_rl.train.data`)."""
+    """The task file the trainer reads (`vrag_rl.training.train.data`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps([{k: q[k] for k in ("id", "question", "answer", "reference_pages")}

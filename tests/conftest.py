@@ -115,8 +115,8 @@ def text_search_server(text_index):
 def scripted_policy():
     """Start a scripted policy server on loopback: `url = scripted_policy({"key": [replies]}, default=[...])`."""
     from testkit.loopback import LoopbackServer
-    from vrag_rl.policy_server.app import create_app
-    from vrag_rl.policy_server.scripted import ScriptedBackend
+    from vrag_rl.serving.policy_server.app import create_app
+    from vrag_rl.serving.policy_server.scripted import ScriptedBackend
 
     servers = []
 

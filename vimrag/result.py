@@ -30,7 +30,7 @@ class VimRAGResult(EpisodeResultBase):
 
     @property
     def step_graph(self) -> StepGraph:
-        """The graph in the shape GGPO consumes (`vrag_rl.algos.ggpo`)."""
+        """The graph in the shape GGPO consumes (`vrag_rl.training.algos.ggpo`)."""
         return self.graph.to_step_graph()
 
     def to_dict(self) -> dict[str, Any]:

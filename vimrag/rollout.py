@@ -36,10 +36,10 @@ from vrag_rl.agent.policies.token_recorder import GenerateFn, GenerateOutput
 from vrag_rl.agent.policy import PolicyError, SamplingParams
 from vrag_rl.agent.result import TurnRecord
 from vrag_rl.agent.step_graph import StepGraph, StepNode
-from vrag_rl.algos.ggpo_memory import memory_graph_mu, step_nodes
-from vrag_rl.algos.settings import AlgorithmSettings
-from vrag_rl.rollout.runner import RolloutTask, episode_seed
-from vrag_rl.rollout.trajectory import Trajectory
+from vrag_rl.training.algos.ggpo_memory import memory_graph_mu, step_nodes
+from vrag_rl.training.algos.settings import AlgorithmSettings
+from vrag_rl.training.rollout.runner import RolloutTask, episode_seed
+from vrag_rl.training.rollout.trajectory import Trajectory
 
 IMAGE_FACTOR = 28  # Qwen-VL: one image token per merged 28×28 patch
 

@@ -37,13 +37,13 @@ from vimrag.prompts import (
     QUESTION_TEMPLATE,
     RESULTS_HEADER,
 )
-from vrag_rl.policy_server.conversation import limit_words
-from vrag_rl.policy_server.protocol import ChatMessage, Generation, GenerationParams, ImagePart, TextPart
-from vrag_rl.policy_server.rule_based import RuleBasedBackend, sharpen
 from vrag_rl.reader import Reading
 from vrag_rl.reader.question import question_form
 from vrag_rl.reader.spans import answer_span
 from vrag_rl.reader.terms import search_terms
+from vrag_rl.serving.policy_server.conversation import limit_words
+from vrag_rl.serving.policy_server.protocol import ChatMessage, Generation, GenerationParams, ImagePart, TextPart
+from vrag_rl.serving.policy_server.rule_based import RuleBasedBackend, sharpen
 
 NOT_FOUND = NO_ANSWER_FALLBACK
 _QUESTION = re.compile("^" + re.escape(QUESTION_TEMPLATE.split("{question}")[0]) + r"\s*(.+)$", re.MULTILINE)

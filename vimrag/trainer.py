@@ -6,11 +6,11 @@ What changes against VRAG, and only that (`VimRAGTrainer` overrides two methods 
   per model call, within the configured prompt length (`VimRAGTrainingSettings.max_prompt_length`);
 - samples: the loss runs over every *step* of every trajectory (each step a sequence with its own prompt);
   advantages are GRPO's, normalised over the group's *trajectories* and given to each of their steps
-  (`vrag_rl.algos.ggpo_memory.trajectory_advantages`, the rule verl's v1 trainer applies to multi-output
+  (`vrag_rl.training.algos.ggpo_memory.trajectory_advantages`, the rule verl's v1 trainer applies to multi-output
   agent loops); GGPO drops the steps with μ_t = 1 on the memory graph (`VimTrajectory.pruned_steps`) and
   optimises GSPO's sequence ratio per step ("seq-mean-token-mean" over the step samples, as verl's actor
   does with one row per step); `step_credit: gigpo` adds the GiGPO-style step-level advantage
-  (`vrag_rl.algos.gigpo`) to the episode-level one.
+  (`vrag_rl.training.algos.gigpo`) to the episode-level one.
 """
 from __future__ import annotations
 
@@ -22,13 +22,13 @@ import torch
 
 from search_engine.client import SearchClient
 from vimrag.rollout import VimTrajectory, energy_for_prompt_length, rollout_vim_batch
-from vrag_rl.algos.ggpo_memory import trajectory_advantages
-from vrag_rl.algos.gigpo import combine, gigpo_step_advantages
-from vrag_rl.rewards import RewardBreakdown, score_episode
-from vrag_rl.rollout.trajectory import Trajectory
-from vrag_rl.train.config import TrainConfig
-from vrag_rl.train.data import sample_batch
-from vrag_rl.train.trainer import LocalTrainer
+from vrag_rl.training.algos.ggpo_memory import trajectory_advantages
+from vrag_rl.training.algos.gigpo import combine, gigpo_step_advantages
+from vrag_rl.training.rewards import RewardBreakdown, score_episode
+from vrag_rl.training.rollout.trajectory import Trajectory
+from vrag_rl.training.train.config import TrainConfig
+from vrag_rl.training.train.data import sample_batch
+from vrag_rl.training.train.trainer import LocalTrainer
 
 STEP_CREDITS = ("none", "gigpo")
 

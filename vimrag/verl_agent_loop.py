@@ -7,7 +7,7 @@ AgentLoopWorkerTQ._agent_loop_postprocess`) accepts a `list[AgentLoopOutput]` an
 own row under the key `{uid}_{session_id}_{index}`; its `compute_advantage_for_multi_trajectories` then
 runs GRPO on each session's *final* output only and broadcasts that advantage over the session's other
 outputs' `response_mask`. That is GRPO normalised over trajectories, not over step rows — the rule this
-project chose (`vrag_rl.algos.ggpo_memory`). So `run()` returns the trajectory's steps, and this loop needs
+project chose (`vrag_rl.training.algos.ggpo_memory`). So `run()` returns the trajectory's steps, and this loop needs
 the v1 trainer (`trainer.use_v1: true`, verl's default): the v0 worker unions generated rows 1:1 with the
 prompt rows and cannot take a list (checked at construction, with a message).
 
@@ -46,10 +46,10 @@ from vimrag.rollout import VimTrajectory, energy_for_prompt_length, run_vim_epis
 from vrag_rl.agent.page_images import PageImageStore
 from vrag_rl.agent.policies.token_recorder import GenerateOutput, template_form, vision_token_ids
 from vrag_rl.agent.policy import SamplingParams
-from vrag_rl.rewards import score_episode
-from vrag_rl.verl_plugins.agent_loop import filler_token_id, search_client, server_generate, task_from_row
-from vrag_rl.verl_plugins.generate import ServerManagerGenerate
-from vrag_rl.verl_plugins.settings import PluginSettingsError, plugin_settings
+from vrag_rl.training.rewards import score_episode
+from vrag_rl.training.verl_plugins.agent_loop import filler_token_id, search_client, server_generate, task_from_row
+from vrag_rl.training.verl_plugins.generate import ServerManagerGenerate
+from vrag_rl.training.verl_plugins.settings import PluginSettingsError, plugin_settings
 
 _PAGES = PageImageStore()  # page images shared by the episodes of this worker process (bounded LRU)
 REWARD_PARTS = ("total", "outcome", "format", "retrieval")
@@ -68,7 +68,7 @@ class VimRAGPluginSettings:
 
 def vimrag_plugin_settings(config: Any) -> VimRAGPluginSettings:
     """Read and validate `config.vimrag` against verl's prompt and response lengths."""
-    from vrag_rl.verl_plugins.settings import _plain
+    from vrag_rl.training.verl_plugins.settings import _plain
 
     root = _plain(config)
     section = root.get("vimrag") if isinstance(root, dict) else None

@@ -29,6 +29,16 @@ MOVED: dict[str, str] = {
     "vrag_rl.train.vimrag_trainer": "vimrag.trainer",
     "vrag_rl.verl_plugins.vimrag_agent_loop": "vimrag.verl_agent_loop",
     "vrag_rl.policy_server.vimrag_rule_based": "vimrag.stand_in",
+    # serving: the policy servers and the MCP server in one room
+    "vrag_rl.policy_server": "vrag_rl.serving.policy_server",
+    "vrag_rl.mcp_server": "vrag_rl.serving.mcp_server",
+    # training: rollout, rewards, algorithms, the local trainer, the verl plugins, data converters
+    "vrag_rl.rollout": "vrag_rl.training.rollout",
+    "vrag_rl.rewards": "vrag_rl.training.rewards",
+    "vrag_rl.algos": "vrag_rl.training.algos",
+    "vrag_rl.train": "vrag_rl.training.train",
+    "vrag_rl.verl_plugins": "vrag_rl.training.verl_plugins",
+    "vrag_rl.data": "vrag_rl.training.data",
 }
 
 
@@ -60,8 +70,8 @@ class _AliasLoader(importlib.abc.Loader):
 
     def get_code(self, fullname: str) -> CodeType | None:
         """The new module's code, for `python -m <old path>` (runpy runs it as `__main__`)."""
-        warnings.warn(f"{self.old} moved to {self.new}; run `python -m {self.new}`", DeprecationWarning,
-                      stacklevel=2)
+        warnings.warn(f"{self.old} moved to {self.new}; run `python -m {self.new.removesuffix('.__main__')}`",
+                      DeprecationWarning, stacklevel=2)
         spec = importlib.util.find_spec(self.new)
         loader = spec.loader if spec is not None else None
         get_code = getattr(loader, "get_code", None)

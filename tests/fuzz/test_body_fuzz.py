@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from search_engine.api import create_app as create_search_app
 from search_engine.api_models import SearchResponse
 from testkit.loopback import LoopbackServer
-from vrag_rl.policy_server.app import create_app as create_policy_app
-from vrag_rl.policy_server.protocol import ChatCompletionResponse
-from vrag_rl.policy_server.scripted import ScriptedBackend
+from vrag_rl.serving.policy_server.app import create_app as create_policy_app
+from vrag_rl.serving.policy_server.protocol import ChatCompletionResponse
+from vrag_rl.serving.policy_server.scripted import ScriptedBackend
 
 SEARCH_STATUSES = {200, 400, 404, 413, 422}
 POLICY_STATUSES = {200, 400, 413, 422}

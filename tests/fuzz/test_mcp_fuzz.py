@@ -33,9 +33,9 @@ from mcp import Client  # noqa: E402
 from schemathesis import GenerationMode  # noqa: E402
 
 from testkit.loopback import LoopbackServer, recording_search_server  # noqa: E402
-from vrag_rl.mcp_server import create_mcp_server  # noqa: E402
-from vrag_rl.policy_server.app import create_app as create_policy_app  # noqa: E402
-from vrag_rl.policy_server.scripted import ScriptedBackend  # noqa: E402
+from vrag_rl.serving.mcp_server import create_mcp_server  # noqa: E402
+from vrag_rl.serving.policy_server.app import create_app as create_policy_app  # noqa: E402
+from vrag_rl.serving.policy_server.scripted import ScriptedBackend  # noqa: E402
 
 SCALE = float(os.environ.get("VRAG_FUZZ_SCALE", "1"))
 ABSOLUTE_PATH = re.compile(r"(?<![\w.:/~%-])/(?:[^\s/'\"<>|]+/)+[^\s/'\"<>|]*")

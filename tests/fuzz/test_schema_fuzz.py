@@ -14,8 +14,8 @@ import pytest
 from search_engine.api import create_app as create_search_app
 from testkit.loopback import LoopbackServer
 from testkit.schema_fuzz import fuzz_schema
-from vrag_rl.policy_server.app import create_app as create_policy_app
-from vrag_rl.policy_server.scripted import ScriptedBackend
+from vrag_rl.serving.policy_server.app import create_app as create_policy_app
+from vrag_rl.serving.policy_server.scripted import ScriptedBackend
 
 SCALE = float(os.environ.get("VRAG_FUZZ_SCALE", "1"))
 

@@ -225,8 +225,8 @@ def test_many_episodes_concurrently(scripted_policy, text_search_server):
 
 def test_rule_based_policy_reads_the_page(text_search_server):
     """The OCR rule-based policy (the CPU demo's default) finds, zooms into and reads a real answer."""
-    from vrag_rl.policy_server.app import create_app
-    from vrag_rl.policy_server.rule_based import RuleBasedBackend
+    from vrag_rl.serving.policy_server.app import create_app
+    from vrag_rl.serving.policy_server.rule_based import RuleBasedBackend
 
     server = LoopbackServer(create_app(RuleBasedBackend(), "rule-based")).start()
     try:

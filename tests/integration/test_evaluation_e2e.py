@@ -8,8 +8,8 @@ from vrag_rl.evaluation.runner import run_evaluation
 
 def test_evaluate_the_real_agent(sample_corpus, text_search_server, tmp_path):
     from vrag_rl import VRAG
-    from vrag_rl.policy_server.app import create_app
-    from vrag_rl.policy_server.rule_based import RuleBasedBackend
+    from vrag_rl.serving.policy_server.app import create_app
+    from vrag_rl.serving.policy_server.rule_based import RuleBasedBackend
 
     examples = [e for e in load_dataset(sample_corpus.dataset_path) if "Kestrel" in e.query or "RouteFinder" in
                 str(e.reference_answer) or "Riverside" in e.query]

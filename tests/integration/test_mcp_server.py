@@ -26,8 +26,8 @@ from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
 
 from search_engine.client import InvalidIdError, SearchClient  # noqa: E402
-from vrag_rl.mcp_server import create_mcp_server, http_app, main, scrub_paths  # noqa: E402
-from vrag_rl.policy_server.protocol import Generation  # noqa: E402
+from vrag_rl.serving.mcp_server import create_mcp_server, http_app, main, scrub_paths  # noqa: E402
+from vrag_rl.serving.policy_server.protocol import Generation  # noqa: E402
 
 QUESTION = "How much power does the Kestrel Ridge solar plant produce?"
 # ids that would name another endpoint or file if they reached a URL unchecked
@@ -39,8 +39,8 @@ ABSOLUTE_PATH = re.compile(r"(?<![\w.:/~%-])/(?:[^\s/'\"<>|]+/)+[^\s/'\"<>|]*")
 
 @pytest.fixture(scope="module")
 def rule_policy():
-    from vrag_rl.policy_server.app import create_app
-    from vrag_rl.policy_server.rule_based import RuleBasedBackend
+    from vrag_rl.serving.policy_server.app import create_app
+    from vrag_rl.serving.policy_server.rule_based import RuleBasedBackend
 
     server = LoopbackServer(create_app(RuleBasedBackend(), "rule-based")).start()
     yield server.url + "/v1"
@@ -72,7 +72,7 @@ class _SlowSearcher:
 
 @pytest.fixture()
 def slow_policy():
-    from vrag_rl.policy_server.app import create_app
+    from vrag_rl.serving.policy_server.app import create_app
 
     backend = _SlowSearcher()
     server = LoopbackServer(create_app(backend, "slow")).start()
@@ -140,7 +140,7 @@ async def _exercise(client: Client, *roots: str) -> dict:
 
 def test_stdio_transport(text_search_server, rule_policy, text_index):
     params = StdioServerParameters(command=sys.executable, args=[
-        "-m", "vrag_rl.mcp_server", "--search-url", text_search_server.url, "--policy-url", rule_policy])
+        "-m", "vrag_rl.serving.mcp_server", "--search-url", text_search_server.url, "--policy-url", rule_policy])
 
     async def run():
         async with Client(params, read_timeout_seconds=120) as client:

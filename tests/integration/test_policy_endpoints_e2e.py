@@ -11,8 +11,8 @@ import pytest
 from PIL import Image
 
 from testkit.loopback import LoopbackServer
-from vrag_rl.policy_server.app import create_app
-from vrag_rl.policy_server.scripted import ScriptedBackend
+from vrag_rl.serving.policy_server.app import create_app
+from vrag_rl.serving.policy_server.scripted import ScriptedBackend
 
 
 def _data_url(image: Image.Image) -> str:
@@ -104,7 +104,7 @@ class _CountingApp:
 
 @pytest.fixture(scope="module")
 def tiny_policy_server(tiny_qwen25vl_dir):
-    from vrag_rl.policy_server.transformers_backend import TransformersBackend
+    from vrag_rl.serving.policy_server.transformers_backend import TransformersBackend
 
     backend = TransformersBackend(str(tiny_qwen25vl_dir), device="cpu")
     counting = _CountingApp(create_app(backend, "tiny-qwen25vl", serialize=True))
@@ -156,7 +156,7 @@ def test_agent_against_the_transformers_policy_ends_cleanly(tiny_policy_server, 
 
 
 def test_transformers_backend_clear_error_for_missing_model(tmp_path):
-    from vrag_rl.policy_server.transformers_backend import TransformersBackend
+    from vrag_rl.serving.policy_server.transformers_backend import TransformersBackend
 
     with pytest.raises(RuntimeError, match="could not load the policy model"):
         TransformersBackend(str(tmp_path / "no-such-model"))

@@ -10,8 +10,8 @@ import pytest
 
 from search_engine.api import create_app as create_search_app
 from testkit.loopback import LoopbackServer
-from vrag_rl.policy_server.app import create_app as create_policy_app
-from vrag_rl.policy_server.scripted import ScriptedBackend
+from vrag_rl.serving.policy_server.app import create_app as create_policy_app
+from vrag_rl.serving.policy_server.scripted import ScriptedBackend
 
 JSON = {"Content-Type": "application/json"}
 
@@ -162,7 +162,7 @@ def test_policy_integral_floats_are_integers(echo_policy):
 def test_policy_body_and_text_limits(echo_policy):
     response = chat(echo_policy, "Question: " + "x" * 70_000)
     assert response.status_code == 413
-    from vrag_rl.policy_server.protocol import (
+    from vrag_rl.serving.policy_server.protocol import (
         MAX_TOTAL_TEXT_CHARS,
         ChatCompletionRequest,
     )

@@ -19,8 +19,8 @@ import torch
 
 from testkit.tiny_task import build_task_model, collect_random_episodes, write_tasks
 from vrag_rl.agent.policies.token_recorder import _template_form
-from vrag_rl.train.config import load_config
-from vrag_rl.train.sft import _processor_messages, load_sft_file, record_to_sample, write_sft_file
+from vrag_rl.training.train.config import load_config
+from vrag_rl.training.train.sft import _processor_messages, load_sft_file, record_to_sample, write_sft_file
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -66,7 +66,7 @@ def test_sft_file_round_trip(text_search_server, task_model, tmp_path):
 
 
 def test_checkpoint_resumes_exactly(text_search_server, task_model, tmp_path):
-    from vrag_rl.train.trainer import LocalTrainer
+    from vrag_rl.training.train.trainer import LocalTrainer
 
     common = dict(questions_per_step=2, rollouts_per_question=2, checkpoint_every=1, kl_coef=0.01)
     straight = LocalTrainer(_config(tmp_path / "a", task_model, text_search_server.url, steps=2, **common),
@@ -92,7 +92,7 @@ def test_checkpoint_resumes_exactly(text_search_server, task_model, tmp_path):
 
 def test_lora_step_trains_adapters_only(text_search_server, task_model, tmp_path):
     """LoRA (peft): only adapter weights move; the reference for KL is the base model (adapters disabled)."""
-    from vrag_rl.train.trainer import LocalTrainer
+    from vrag_rl.training.train.trainer import LocalTrainer
 
     config = _config(tmp_path, task_model, text_search_server.url, steps=1, questions_per_step=1,
                      rollouts_per_question=2, kl_coef=0.01, lr=0.01, algorithm="ggpo",

@@ -33,8 +33,8 @@ def upstream_server(text_index, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def rule_policy():
-    from vrag_rl.policy_server.app import create_app
-    from vrag_rl.policy_server.rule_based import RuleBasedBackend
+    from vrag_rl.serving.policy_server.app import create_app
+    from vrag_rl.serving.policy_server.rule_based import RuleBasedBackend
 
     server = LoopbackServer(create_app(RuleBasedBackend(), "rule-based")).start()
     yield server.url + "/v1"

@@ -32,7 +32,7 @@ from vrag_rl.agent.policies.local_transformers import (  # noqa: E402
     vision_inputs,
 )
 from vrag_rl.agent.policy import SamplingParams  # noqa: E402
-from vrag_rl.data import convert_file, write_parquet  # noqa: E402
+from vrag_rl.training.data import convert_file, write_parquet  # noqa: E402
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "verl"
 REPLIES = [
@@ -116,7 +116,7 @@ def _loop_and_config(server_manager, processor, search_url: str, overrides: list
     from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    import vrag_rl.verl_plugins  # noqa: F401  (what external_lib does in verl's workers)
+    import vrag_rl.training.verl_plugins  # noqa: F401  (what external_lib does in verl's workers)
 
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         cfg = compose(config_name="grpo_qwen2_5_vl_7b", overrides=[
@@ -206,7 +206,7 @@ def test_agent_loop_runs_a_real_episode_and_returns_what_verl_trains_on(tiny, ro
     assert output.num_turns == 6
 
     # reward.py (verl's reward-worker path) scores the same from the record the loop left
-    from vrag_rl.verl_plugins.reward import compute_score
+    from vrag_rl.training.verl_plugins.reward import compute_score
 
     scored = asyncio.run(compute_score("sample", "ignored", "$341 million", {**kwargs["extra_info"], **extra}))
     assert scored["score"] == pytest.approx(output.reward_score)

@@ -75,7 +75,7 @@ def item(tmp_path_factory, sample_corpus, tiny):
     from omegaconf import OmegaConf
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    from vrag_rl.data import convert_file, write_parquet
+    from vrag_rl.training.data import convert_file, write_parquet
 
     rows, _ = convert_file(sample_corpus.dataset_path, data_source="sample")
     path = write_parquet(rows[:1], tmp_path_factory.mktemp("rl") / "train.parquet")
@@ -106,7 +106,7 @@ def _run_v1_step(tq, cfg, client, item) -> tuple[str, dict]:
     from verl.utils import tensordict_utils as tu
     from verl.utils.dataset.rl_dataset import collate_fn
 
-    import vrag_rl.verl_plugins  # noqa: F401  (what external_lib does in verl's workers)
+    import vrag_rl.training.verl_plugins  # noqa: F401  (what external_lib does in verl's workers)
 
     worker = AgentLoopWorkerTQ.__ray_actor_class__(cfg, llm_client=client)  # the actor's class, in-process
     uid = uuid.uuid4().hex

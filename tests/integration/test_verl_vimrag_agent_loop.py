@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from vrag_rl.agent.policies.local_transformers import expected_image_tokens, image_token_id, vision_inputs  # noqa: E402
-from vrag_rl.data import convert_file, write_parquet  # noqa: E402
+from vrag_rl.training.data import convert_file, write_parquet  # noqa: E402
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "verl"
 REFERENCE_PAGE = "acme_annual_report_2023_2"
@@ -111,7 +111,7 @@ def _loop(cfg, server_manager, processor):
     from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    import vrag_rl.verl_plugins  # noqa: F401  (what external_lib does in verl's workers)
+    import vrag_rl.training.verl_plugins  # noqa: F401  (what external_lib does in verl's workers)
 
     return instantiate(_agent_loop_registry["vimrag_agent"], trainer_config=DictConfigWrap(cfg),
                        server_manager=server_manager, tokenizer=processor.tokenizer, processor=processor,
@@ -130,7 +130,7 @@ def test_the_cluster_config_composes_and_validates_against_verl():
     from verl.utils.config import omega_conf_to_dataclass, validate_config
 
     from vimrag.verl_agent_loop import vimrag_plugin_settings
-    from vrag_rl.verl_plugins.settings import plugin_settings
+    from vrag_rl.training.verl_plugins.settings import plugin_settings
 
     cfg = _compose([])
     validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
@@ -293,7 +293,7 @@ def test_verls_v1_worker_stores_every_step_and_its_trainer_normalises_over_traje
     from verl.utils import tensordict_utils as tu
     from verl.utils.dataset.rl_dataset import collate_fn
 
-    import vrag_rl.verl_plugins  # noqa: F401
+    import vrag_rl.training.verl_plugins  # noqa: F401
     from testkit.verl_doubles import VLLMServerDouble, loopback_llm_client
 
     cfg = _compose([f"vrag.search.url={text_search_server.url}", *OVERRIDES,

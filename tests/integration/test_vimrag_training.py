@@ -2,7 +2,7 @@
 
 Real: the demo's `VimEpisode` over the real search API (sample corpus, MiniLM + BM25) driven by
 `StepRecordingPolicy` (`vimrag.rollout`); the tiny Qwen2.5-VL's processor and model; the
-trainer's training forward (`vrag_rl.train.forward.response_logprobs`) and `VimRAGTrainer`'s RL step.
+trainer's training forward (`vrag_rl.training.train.forward.response_logprobs`) and `VimRAGTrainer`'s RL step.
 Double: the generate function (`TeacherForcedGenerate`): a tiny random model cannot build a memory graph, so it
 emits a scripted VimRAG reply chosen from what the prompt shows, and computes that reply's logprobs with the
 tiny model on exactly the ids and images it was given — the training forward must reproduce them, which holds
@@ -24,10 +24,10 @@ from vimrag.prompts import VimPrompts
 from vimrag.rollout import energy_for_prompt_length, run_vim_episode
 from vrag_rl.agent.policies.local_transformers import image_token_id, vision_inputs
 from vrag_rl.agent.policies.token_recorder import GenerateOutput
-from vrag_rl.algos.settings import AlgorithmSettings
-from vrag_rl.rewards import RewardReference
-from vrag_rl.rollout.runner import RolloutTask
-from vrag_rl.train.forward import response_logprobs
+from vrag_rl.training.algos.settings import AlgorithmSettings
+from vrag_rl.training.rewards import RewardReference
+from vrag_rl.training.rollout.runner import RolloutTask
+from vrag_rl.training.train.forward import response_logprobs
 
 REVENUE = QUESTIONS[0]
 QUERY = "Acme Robotics total revenue 2023"  # ranks the reference page first (as in test_verl_agent_loop)
@@ -152,7 +152,7 @@ def test_vimrag_trainer_step_trains_every_step_with_its_trajectorys_advantage(ti
     from pathlib import Path
 
     from vimrag.trainer import VimRAGTrainer
-    from vrag_rl.train.config import load_config
+    from vrag_rl.training.train.config import load_config
 
     config = load_config(Path(__file__).resolve().parents[2] / "configs" / "local" / "tiny_vimrag_ggpo.yaml",
                          model=str(tiny_qwen25vl_dir), tasks=str(write_tasks(tmp_path / "tasks.json")),

@@ -47,7 +47,7 @@ def test_an_unknown_agent_names_the_installed_ones():
 
 def test_the_train_config_finds_vimrag_by_name_and_refuses_unknown_agents():
     from vimrag.config import VimRAGConfig
-    from vrag_rl.train.config import TrainConfig
+    from vrag_rl.training.train.config import TrainConfig
 
     paths = {"model": "m", "tasks": "t.json", "output_dir": "out"}
     assert isinstance(TrainConfig(**paths, agent_type="vimrag").agent_config(), VimRAGConfig)
@@ -56,7 +56,7 @@ def test_the_train_config_finds_vimrag_by_name_and_refuses_unknown_agents():
 
 
 def test_vrag_policy_serves_the_plugins_stand_in_and_refuses_unknown_backends():
-    from vrag_rl.policy_server.cli import ServeOptions, app, backend_names, build_app
+    from vrag_rl.serving.policy_server.cli import ServeOptions, app, backend_names, build_app
 
     assert "vimrag-rule-based" in backend_names()
     assert build_app(ServeOptions(backend="vimrag-rule-based")).state.model_name == "vimrag-rule-based"
@@ -65,7 +65,7 @@ def test_vrag_policy_serves_the_plugins_stand_in_and_refuses_unknown_backends():
 
 
 def test_the_verl_external_library_registers_the_plugins_agent_loop():
-    code = ("import vrag_rl.verl_plugins, json; "
+    code = ("import vrag_rl.training.verl_plugins, json; "
             "from verl.experimental.agent_loop.agent_loop import _agent_loop_registry as r; "
             "print(json.dumps(sorted(r)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
@@ -86,8 +86,8 @@ def test_an_old_path_is_the_moved_module_and_warns(old, new):
 
 
 def test_the_old_verl_plugins_export_still_resolves():
-    import vrag_rl.verl_plugins
+    import vrag_rl.training.verl_plugins
     from vimrag.verl_agent_loop import VimRAGAgentLoop
 
     with pytest.warns(DeprecationWarning, match="moved to vimrag.verl_agent_loop"):
-        assert vrag_rl.verl_plugins.VimRAGAgentLoop is VimRAGAgentLoop
+        assert vrag_rl.training.verl_plugins.VimRAGAgentLoop is VimRAGAgentLoop

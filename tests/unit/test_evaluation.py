@@ -506,7 +506,7 @@ def test_training_and_rewards_do_not_import_the_evaluation_harness():
     import subprocess
     import sys
 
-    code = ("import sys, vrag_rl.rewards, vrag_rl.data, vrag_rl.data.__main__; "
+    code = ("import sys, vrag_rl.training.rewards, vrag_rl.training.data, vrag_rl.training.data.__main__; "
             "print(sorted(m for m in sys.modules if m.startswith('vrag_rl.evaluation')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -11,9 +11,9 @@ import torch
 from vimrag.graph import MemoryGraph, MemoryItem
 from vimrag.rollout import memory_step_graph, step_state_keys
 from vrag_rl.agent.result import TurnRecord
-from vrag_rl.algos.ggpo_memory import memory_graph_mu, step_nodes, trajectory_advantages
-from vrag_rl.algos.gigpo import combine, discounted_step_returns, gigpo_step_advantages
-from vrag_rl.algos.grpo import grpo_advantages
+from vrag_rl.training.algos.ggpo_memory import memory_graph_mu, step_nodes, trajectory_advantages
+from vrag_rl.training.algos.gigpo import combine, discounted_step_returns, gigpo_step_advantages
+from vrag_rl.training.algos.grpo import grpo_advantages
 
 REF = "acme_annual_report_2023_2"
 

@@ -22,9 +22,9 @@ pytest.importorskip("verl")
 
 from vrag_rl.agent.result import EpisodeResult, TurnRecord  # noqa: E402
 from vrag_rl.agent.step_graph import vrag_step_graph  # noqa: E402
-from vrag_rl.algos import AlgorithmSettings, AlgorithmSettingsError, algorithm_settings, policy_objective  # noqa: E402
-from vrag_rl.rewards import RewardReference  # noqa: E402
-from vrag_rl.rollout import Trajectory  # noqa: E402
+from vrag_rl.training.algos import AlgorithmSettings, AlgorithmSettingsError, algorithm_settings, policy_objective  # noqa: E402
+from vrag_rl.training.rewards import RewardReference  # noqa: E402
+from vrag_rl.training.rollout import Trajectory  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG_DIR = REPO / "configs" / "verl"
@@ -93,7 +93,7 @@ def _verl_loss(actor_config, prompt_lens, response_lens, rows, new_logprobs):
 def test_local_objective_equals_verls_actor_loss_on_the_same_batch(config_name, seed):
     from verl.utils.config import omega_conf_to_dataclass
 
-    from vrag_rl.verl_plugins.settings import plugin_settings
+    from vrag_rl.training.verl_plugins.settings import plugin_settings
 
     cfg = _composed(config_name)
     settings = plugin_settings(cfg).algorithm_settings
@@ -153,9 +153,9 @@ def _trajectory_with_a_wasted_turn() -> tuple[Trajectory, RewardReference]:
 
 
 def test_the_same_config_prunes_the_same_turns_locally_and_under_verl(tmp_path):
-    from vrag_rl.train.config import load_config
-    from vrag_rl.train.trainer import LocalTrainer
-    from vrag_rl.verl_plugins.settings import plugin_settings
+    from vrag_rl.training.train.config import load_config
+    from vrag_rl.training.train.trainer import LocalTrainer
+    from vrag_rl.training.verl_plugins.settings import plugin_settings
 
     local = load_config(REPO / "configs" / "local" / "tiny_ggpo.yaml", model="m", tasks="t",
                         output_dir=str(tmp_path), search_url="http://127.0.0.1:1")
@@ -171,8 +171,8 @@ def test_the_same_config_prunes_the_same_turns_locally_and_under_verl(tmp_path):
 def test_old_keys_load_with_a_deprecation_warning_and_contradictions_fail(tmp_path):
     import yaml
 
-    from vrag_rl.train.config import load_config
-    from vrag_rl.verl_plugins.settings import PluginSettingsError, plugin_settings
+    from vrag_rl.training.train.config import load_config
+    from vrag_rl.training.verl_plugins.settings import PluginSettingsError, plugin_settings
 
     data = yaml.safe_load((REPO / "configs" / "local" / "tiny_ggpo.yaml").read_text())
     data.pop("algorithm"), data.pop("ggpo")
@@ -205,7 +205,7 @@ def test_old_keys_load_with_a_deprecation_warning_and_contradictions_fail(tmp_pa
 def test_a_verl_config_whose_loss_is_not_the_algorithms_is_refused():
     from omegaconf import open_dict
 
-    from vrag_rl.verl_plugins.settings import PluginSettingsError, plugin_settings
+    from vrag_rl.training.verl_plugins.settings import PluginSettingsError, plugin_settings
 
     cfg = _composed("ggpo_qwen2_5_vl_7b")
     with open_dict(cfg):

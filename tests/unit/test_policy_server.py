@@ -22,9 +22,11 @@ from PIL import Image, ImageDraw, ImageFont
 
 from search_engine.page_layout import PageLayout, Region
 from testkit.loopback import LoopbackServer, free_port
-from vrag_rl.policy_server.app import create_app
-from vrag_rl.policy_server.conversation import NOT_FOUND, page_id_of, question_of
-from vrag_rl.policy_server.protocol import (
+from vrag_rl.reader import Reader
+from vrag_rl.reader.terms import content_terms
+from vrag_rl.serving.policy_server.app import create_app
+from vrag_rl.serving.policy_server.conversation import NOT_FOUND, page_id_of, question_of
+from vrag_rl.serving.policy_server.protocol import (
     MAX_IMAGES,
     BadImageError,
     ChatCompletionRequest,
@@ -32,10 +34,8 @@ from vrag_rl.policy_server.protocol import (
     apply_stop,
     decode_data_url,
 )
-from vrag_rl.policy_server.rule_based import RuleBasedBackend, views_of
-from vrag_rl.policy_server.scripted import ScriptedBackend
-from vrag_rl.reader import Reader
-from vrag_rl.reader.terms import content_terms
+from vrag_rl.serving.policy_server.rule_based import RuleBasedBackend, views_of
+from vrag_rl.serving.policy_server.scripted import ScriptedBackend
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "test-key"
@@ -266,11 +266,11 @@ def test_backend_failure_is_a_clean_500():
 
 
 def test_cli_serves_a_script_file(tmp_path):
-    """`python -m vrag_rl.policy_server serve --backend scripted` answers like the in-process app."""
+    """`python -m vrag_rl.serving.policy_server serve --backend scripted` answers like the in-process app."""
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"default": ["<answer>{question}</answer>"]}))
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "vrag_rl.policy_server", "serve", "--backend", "scripted",
+    proc = subprocess.Popen([sys.executable, "-m", "vrag_rl.serving.policy_server", "serve", "--backend", "scripted",
                              "--script", str(script), "--port", str(port), "--api-key", "k",
                              "--served-model-name", "replay", "--log-level", "warning"],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -298,7 +298,7 @@ def test_cli_serves_a_script_file(tmp_path):
 def test_cli_rejects_missing_arguments(tmp_path):
     from typer.testing import CliRunner
 
-    from vrag_rl.policy_server.cli import ServeOptions, app, build_app
+    from vrag_rl.serving.policy_server.cli import ServeOptions, app, build_app
 
     with pytest.raises(SystemExit, match="--model is required"):
         build_app(ServeOptions(backend="transformers"))
@@ -314,8 +314,9 @@ def test_cli_rejects_missing_arguments(tmp_path):
 
 
 def test_importing_the_package_does_not_import_torch():
-    code = ("import sys, vrag_rl.policy_server as p; from vrag_rl.policy_server import create_app, ScriptedBackend, "
-            "RuleBasedBackend; assert 'torch' not in sys.modules and 'transformers' not in sys.modules")
+    code = ("import sys, vrag_rl.serving.policy_server as p; "
+            "from vrag_rl.serving.policy_server import create_app, ScriptedBackend, RuleBasedBackend; "
+            "assert 'torch' not in sys.modules and 'transformers' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
 
 

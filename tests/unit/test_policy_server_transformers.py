@@ -16,8 +16,8 @@ import pytest
 from PIL import Image, ImageDraw
 
 from testkit.loopback import LoopbackServer
-from vrag_rl.policy_server.app import create_app
-from vrag_rl.policy_server.protocol import ChatCompletionRequest
+from vrag_rl.serving.policy_server.app import create_app
+from vrag_rl.serving.policy_server.protocol import ChatCompletionRequest
 
 
 def _data_url(image: Image.Image) -> str:
@@ -34,7 +34,7 @@ def _page() -> Image.Image:
 
 @pytest.fixture(scope="module")
 def backend(tiny_qwen25vl_dir):
-    from vrag_rl.policy_server.transformers_backend import TransformersBackend
+    from vrag_rl.serving.policy_server.transformers_backend import TransformersBackend
 
     return TransformersBackend(str(tiny_qwen25vl_dir), device="cpu")
 
@@ -123,7 +123,7 @@ def test_bad_image_is_a_400(server):
 
 
 def test_missing_model_is_a_clear_error(tmp_path, monkeypatch):
-    from vrag_rl.policy_server.transformers_backend import TransformersBackend
+    from vrag_rl.serving.policy_server.transformers_backend import TransformersBackend
 
     with pytest.raises(RuntimeError, match="could not load the policy model .*no such folder"):
         TransformersBackend(str(tmp_path / "no-such-model"))

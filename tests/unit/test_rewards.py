@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 
 from vrag_rl.agent.result import EpisodeResult, TurnRecord
 from vrag_rl.agent.step_graph import StepGraph
-from vrag_rl.rewards import (
+from vrag_rl.training.rewards import (
     JudgeConfig,
     RewardConfig,
     RewardReference,

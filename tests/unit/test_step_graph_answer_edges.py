@@ -12,8 +12,8 @@ import pytest
 
 from vrag_rl.agent.result import EpisodeResult, TurnRecord
 from vrag_rl.agent.step_graph import ROOT_ID, StepGraph, StepNode, is_vrag_episode, vrag_step_graph
-from vrag_rl.algos import AlgorithmSettings, ggpo_turn_mask
-from vrag_rl.rollout import Trajectory
+from vrag_rl.training.algos import AlgorithmSettings, ggpo_turn_mask
+from vrag_rl.training.rollout import Trajectory
 
 GOLD = "report_p7"
 GGPO = AlgorithmSettings("ggpo")
@@ -104,7 +104,7 @@ def test_an_answer_with_nothing_read_builds_on_the_root_and_no_answer_prunes_eve
 
 @pytest.mark.parametrize("threshold, outcome, expected", [(0.5, 0.6, []), (1.0, 0.6, [0])])
 def test_the_threshold_decides_which_branch_of_the_rule_applies(threshold, outcome, expected):
-    from vrag_rl.algos import GGPOSettings
+    from vrag_rl.training.algos import GGPOSettings
 
     turns, pages = [search(0, "img-0"), search(1, "img-1"), answer(2)], {"img-0": GOLD, "img-1": "brochure_p2"}
     settings = AlgorithmSettings("ggpo", GGPOSettings(threshold))

@@ -17,7 +17,7 @@ from vrag_rl.agent.policies.local_transformers import LocalTransformersGenerate,
 from vrag_rl.agent.policies.token_recorder import GenerateOutput, TokenRecordingPolicy, _template_form
 from vrag_rl.agent.policy import PolicyError, SamplingParams, image_part, text_part
 from vrag_rl.agent.result import EpisodeResult
-from vrag_rl.rollout.trajectory import Trajectory, model_inputs
+from vrag_rl.training.rollout.trajectory import Trajectory, model_inputs
 
 REPLIES = [
     "<think>I should search for the revenue table.</think><search>annual report revenue</search>",

@@ -20,7 +20,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf, open_dict
 
-from vrag_rl.verl_plugins.settings import PluginSettingsError, plugin_settings
+from vrag_rl.training.verl_plugins.settings import PluginSettingsError, plugin_settings
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "verl"
 CONFIGS = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
@@ -92,10 +92,10 @@ def test_config_composes_and_validates_against_verl(name):
     settings = plugin_settings(cfg)
     vimrag = "vimrag" in name  # one row per step: verl's grpo estimator (v1) for both algorithms
     assert built["rollout"].agent.default_agent_loop == ("vimrag_agent" if vimrag else "vrag_agent")
-    assert cfg.actor_rollout_ref.model.external_lib == "vrag_rl.verl_plugins"
+    assert cfg.actor_rollout_ref.model.external_lib == "vrag_rl.training.verl_plugins"
     assert settings.algorithm == _algorithm_of(name)
     assert built["algorithm"].adv_estimator == ("grpo" if vimrag else settings.algorithm)
-    assert cfg.reward.custom_reward_function.path == "vrag_rl/verl_plugins/reward.py"
+    assert cfg.reward.custom_reward_function.path == "vrag_rl/training/verl_plugins/reward.py"
     assert (CONFIG_DIR.parents[1] / cfg.reward.custom_reward_function.path).is_file()
     assert cfg.trainer.use_v1  # verl 0.9.1's default trainer path, kept by every config
     if name.startswith("ggpo"):

@@ -6,14 +6,14 @@ import json
 import pytest
 
 from vrag_rl.agent.prompts import Prompts
-from vrag_rl.data import (
+from vrag_rl.training.data import (
     DatasetConversionError,
     check_parquet,
     convert_file,
     convert_records,
     write_parquet,
 )
-from vrag_rl.data.__main__ import main as data_cli
+from vrag_rl.training.data.__main__ import main as data_cli
 
 UPSTREAM = {"examples": [
     {"uid": "0", "query": "What share of Latinos say the economy is good?", "reference_answer": "25%",

@@ -1,5 +1,5 @@
-"""vrag_rl.train.merge_checkpoint (the CLI behind scripts/merge_checkpoint.py) over verl's own FSDP merger, on a
-tiny Qwen2.5-VL checkpoint in verl's layout."""
+"""vrag_rl.training.train.merge_checkpoint (the CLI behind scripts/merge_checkpoint.py) over verl's own FSDP
+merger, on a tiny Qwen2.5-VL checkpoint in verl's layout."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from vrag_rl.train import merge_checkpoint
+from vrag_rl.training.train import merge_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
 

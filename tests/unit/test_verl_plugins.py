@@ -26,8 +26,8 @@ import torch  # noqa: E402
 
 from vrag_rl.agent.result import EpisodeResult, TurnRecord  # noqa: E402
 from vrag_rl.agent.step_graph import StepGraph, StepNode  # noqa: E402
-from vrag_rl.data import convert_records, write_parquet  # noqa: E402
-from vrag_rl.rewards import RewardBreakdown  # noqa: E402
+from vrag_rl.training.data import convert_records, write_parquet  # noqa: E402
+from vrag_rl.training.rewards import RewardBreakdown  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDS = [
@@ -83,7 +83,7 @@ def composed(tiny_qwen25vl_dir):
     with initialize_config_dir(config_dir=str(REPO / "configs" / "verl"), version_base=None):
         cfg = compose(config_name="ggpo_qwen2_5_vl_7b", overrides=[
             f"actor_rollout_ref.model.path={tiny_qwen25vl_dir}",
-            f"reward.custom_reward_function.path={REPO / 'vrag_rl' / 'verl_plugins' / 'reward.py'}"])
+            f"reward.custom_reward_function.path={REPO / 'vrag_rl' / 'training' / 'verl_plugins' / 'reward.py'}"])
     OmegaConf.resolve(cfg)
     return cfg
 
@@ -95,11 +95,11 @@ def test_plugins_register_against_the_installed_verl(composed):
     from verl.utils.config import omega_conf_to_dataclass
 
     model_config = omega_conf_to_dataclass(composed.actor_rollout_ref.model)  # imports external_lib, as workers do
-    assert model_config.external_lib == "vrag_rl.verl_plugins"
-    from vrag_rl.verl_plugins.advantage import compute_ggpo_advantage
-    from vrag_rl.verl_plugins.agent_loop import VRAGAgentLoop
+    assert model_config.external_lib == "vrag_rl.training.verl_plugins"
+    from vrag_rl.training.verl_plugins.advantage import compute_ggpo_advantage
+    from vrag_rl.training.verl_plugins.agent_loop import VRAGAgentLoop
 
-    assert _agent_loop_registry["vrag_agent"] == {"_target_": "vrag_rl.verl_plugins.agent_loop.VRAGAgentLoop"}
+    assert _agent_loop_registry["vrag_agent"] == {"_target_": "vrag_rl.training.verl_plugins.agent_loop.VRAGAgentLoop"}
     assert issubclass(VRAGAgentLoop, AgentLoopBase)
     assert get_adv_estimator_fn("ggpo") is compute_ggpo_advantage
     loaded = get_custom_reward_fn(composed)  # verl's own loader, by file path
@@ -114,8 +114,8 @@ def batch(tmp_path_factory, tiny_qwen25vl_dir, composed):
     from verl import DataProto
     from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 
-    from vrag_rl.verl_plugins.reward import episode_record
-    from vrag_rl.verl_plugins.settings import plugin_settings
+    from vrag_rl.training.verl_plugins.reward import episode_record
+    from vrag_rl.training.verl_plugins.settings import plugin_settings
 
     rows, _ = convert_records(RECORDS, "unit")
     path = write_parquet(rows, tmp_path_factory.mktemp("rl") / "train.parquet")
@@ -175,9 +175,9 @@ def test_reward_grpo_ggpo_and_verls_policy_loss_on_one_batch(batch, composed):
     from verl.trainer.ppo.ray_trainer import compute_advantage
     from verl.workers.config.actor import ActorConfig
 
-    from vrag_rl.algos import AlgorithmSettings, grpo_advantages
-    from vrag_rl.rollout import Trajectory
-    from vrag_rl.verl_plugins.reward import episode_from_record, reference_from_extra_info
+    from vrag_rl.training.algos import AlgorithmSettings, grpo_advantages
+    from vrag_rl.training.rollout import Trajectory
+    from vrag_rl.training.verl_plugins.reward import episode_from_record, reference_from_extra_info
 
     data, spans, processor = batch
     names = list(EPISODES)

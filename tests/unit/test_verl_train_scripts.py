@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vrag_rl.data import convert_records, write_parquet
+from vrag_rl.training.data import convert_records, write_parquet
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = {  # script -> (config, default model, GPUs per node)
@@ -80,7 +80,8 @@ def _check_dry_run(script: str, out: str, env: dict[str, str]) -> None:
         ("vimrag_agent" if vimrag else "vrag_agent")
     if vimrag:
         assert cfg["trainer"]["use_v1"] and cfg["vimrag"]["agent"]["max_steps"] >= 1
-    assert cfg["reward"]["custom_reward_function"]["path"] == str(REPO / "vrag_rl" / "verl_plugins" / "reward.py")
+    reward_file = REPO / "vrag_rl" / "training" / "verl_plugins" / "reward.py"
+    assert cfg["reward"]["custom_reward_function"]["path"] == str(reward_file)
     assert out.count("rows OK") == 2, script  # both parquet files were checked
     if multi_node:
         assert cfg["trainer"]["nnodes"] == 2
@@ -154,7 +155,7 @@ def test_the_7b_script_composes_on_both_trainer_paths(use_v1, env):
     _check_dry_run("train_grpo_qwen2_5_vl_7b.sh", proc.stdout, env)
     cfg = _composed_config(proc.stdout)
     assert cfg["trainer"]["use_v1"] is (use_v1 == "true")
-    from vrag_rl.verl_plugins.settings import plugin_settings
+    from vrag_rl.training.verl_plugins.settings import plugin_settings
 
     assert plugin_settings(cfg).algorithm == "grpo"  # the plugin reads the composed config on both paths
 

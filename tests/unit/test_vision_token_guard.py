@@ -23,9 +23,9 @@ from vrag_rl.agent.policies.token_recorder import (
 )
 from vrag_rl.agent.policy import PolicyError, SamplingParams
 from vrag_rl.agent.prompts import Prompts
-from vrag_rl.rollout import RolloutTask, model_inputs
-from vrag_rl.rollout.runner import run_one
-from vrag_rl.verl_plugins.generate import ServerFields, ServerManagerGenerate, logit_bias_against
+from vrag_rl.training.rollout import RolloutTask, model_inputs
+from vrag_rl.training.rollout.runner import run_one
+from vrag_rl.training.verl_plugins.generate import ServerFields, ServerManagerGenerate, logit_bias_against
 
 SEARCH = "<think>look</think><search>Acme Robotics total revenue 2023</search>"
 

@@ -1,7 +1,7 @@
 """Agents built on the kit plug into the generic rooms by name: the `vrag_rl.agents` entry points.
 
 The trainer config (`agent_type`), the policy-server CLI (`--backend`) and verl's external library
-(`vrag_rl.verl_plugins`) choose an agent by name. Importing the agent there would make the kit's own
+(`vrag_rl.training.verl_plugins`) choose an agent by name. Importing the agent there would make the kit's own
 package import every agent built on it (the arrow that ran back up from `vrag_rl` to `vimrag`); instead
 each agent package declares an `AgentPlugin` under the entry-point group `vrag_rl.agents` in its
 `pyproject.toml`, and these rooms look it up. The VRAG agent is the kit's own and needs no plugin.
@@ -24,7 +24,7 @@ class AgentPlugin:
     `config_type` / `prompts_type` build the agent's settings from a run config's `agent:` / `prompts:`
     sections; `stand_in` names its CPU stand-in policy backend for `vrag-policy serve --backend` and
     `stand_in_backend(search_url=...)` builds it; `register_verl()` registers its verl agent loop (called by
-    `vrag_rl.verl_plugins` in every verl worker).
+    `vrag_rl.training.verl_plugins` in every verl worker).
     """
 
     name: str

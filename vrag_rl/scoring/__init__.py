@@ -5,7 +5,7 @@
 - `judge`: the LLM judge (`LLMJudge`) over any OpenAI-compatible endpoint;
 - `qa_dataset`: the question sets those scores are measured against (gold answers, gold pages).
 
-This room sits below both users: `vrag_rl.rewards` and `vrag_rl.data` (training) and
+This room sits below both users: `vrag_rl.training.rewards` and `vrag_rl.training.data` (training) and
 `vrag_rl.evaluation` import it, it imports neither, so training never depends on the evaluation
 harness and both judge an answer the same way. Exports are lazy so `import vrag_rl.scoring.metrics`
 (the reward's hot path) does not pull in the judge's HTTP client.

@@ -4,7 +4,7 @@ String metrics undercount a VLM that answers "about 341 million dollars"; the pa
 score with a judge model. This client talks to any OpenAI-compatible `/v1/chat/completions`
 (vLLM, SGLang, DashScope, OpenAI), retries transient failures with backoff, and never raises:
 a judge outage becomes `score=None` with the error, so a long evaluation is not lost to it.
-The same judge is the RL reward's outcome judge (`vrag_rl.rewards`).
+The same judge is the RL reward's outcome judge (`vrag_rl.training.rewards`).
 """
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ class LLMJudge:
     raw response, so a malformed body is a clear error, never a crash). Retries are bounded and
     counted here — `max_retries` more attempts with exponential backoff on connection errors,
     timeouts, 429 and 5xx — because an unbounded retry loop is how upstream's judge hung training.
-    The RL reward's outcome judge (`vrag_rl.rewards.outcome`) is this class.
+    The RL reward's outcome judge (`vrag_rl.training.rewards.outcome`) is this class.
     """
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout: float = 60,

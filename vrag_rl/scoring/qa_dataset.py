@@ -1,7 +1,7 @@
 """Read question sets (question, gold answer, gold pages) in upstream VRAG's `rag_dataset.json` layout.
 
 The one reader of QA files: the evaluation loads them (`load_dataset`) and the training-data
-converter (`vrag_rl.data`) turns the same records into verl rows (`read_dataset_records` +
+converter (`vrag_rl.training.data`) turns the same records into verl rows (`read_dataset_records` +
 `parse_example`), so training and evaluation can never disagree on answers or page ids.
 
 Upstream benchmarks (ViDoSeek, SlideVQA, MMLongBench-Doc conversions) ship as

@@ -242,4 +242,4 @@ def _strip_end(ids: list[int], eos_ids: set[int]) -> list[int]:
     return ids[:-1] if ids and ids[-1] in eos_ids else ids
 
 
-_template_form = template_form  # the earlier private name (vrag_rl.train.sft and tests import it)
+_template_form = template_form  # the earlier private name (vrag_rl.training.train.sft and tests import it)
