@@ -131,7 +131,7 @@ def test_json_round_trip_keeps_everything():
 
 def test_ggpo_masks_read_the_memory_graph():
     """The RL core's GGPO mask consumes the exported graph: dead ends pruned when right, evidence steps when wrong."""
-    from vrag_rl.algos.ggpo import ggpo_step_mask, ggpo_turn_mask
+    from vrag_rl.training.algos.ggpo import ggpo_step_mask, ggpo_turn_mask
 
     graph = scripted_graph()
     steps = graph.to_step_graph()

@@ -15,7 +15,7 @@ APP = str(Path(__file__).resolve().parents[2] / "demo" / "vimrag_app.py")
 @pytest.fixture()
 def standin_url():
     from vimrag.stand_in import VimRAGRuleBasedBackend
-    from vrag_rl.policy_server.app import create_app
+    from vrag_rl.serving.policy_server.app import create_app
 
     server = LoopbackServer(create_app(VimRAGRuleBasedBackend(), "vimrag-rule-based")).start()
     yield server.url + "/v1"

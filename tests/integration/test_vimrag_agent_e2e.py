@@ -8,7 +8,7 @@ import pytest
 from testkit.loopback import LoopbackServer
 from vimrag import VimRAG
 from vimrag.stand_in import VimRAGRuleBasedBackend
-from vrag_rl.policy_server.app import create_app
+from vrag_rl.serving.policy_server.app import create_app
 
 
 def call(name: str, **arguments) -> str:
@@ -149,7 +149,7 @@ def test_cpu_standin_answers_through_the_graph(standin_policy, text_search_serve
 
 
 def test_vrag_policy_cli_serves_the_standin():
-    from vrag_rl.policy_server.cli import ServeOptions, build_app
+    from vrag_rl.serving.policy_server.cli import ServeOptions, build_app
 
     app = build_app(ServeOptions(backend="vimrag-rule-based"))
     assert app.state.model_name == "vimrag-rule-based"

@@ -120,8 +120,8 @@ def test_not_found_is_not_shown_as_an_answer(app_env, scripted_policy):
 
 def test_the_page_says_which_policy_answers(app_env, monkeypatch):
     from testkit.loopback import LoopbackServer
-    from vrag_rl.policy_server.app import create_app
-    from vrag_rl.policy_server.scripted import ScriptedBackend
+    from vrag_rl.serving.policy_server.app import create_app
+    from vrag_rl.serving.policy_server.scripted import ScriptedBackend
 
     stand_in = LoopbackServer(create_app(ScriptedBackend(default=["<answer>x</answer>"]), "rule-based")).start()
     model = LoopbackServer(create_app(ScriptedBackend(default=["<answer>x</answer>"]), "Qwen2.5-VL-7B")).start()

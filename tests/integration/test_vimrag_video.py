@@ -105,7 +105,7 @@ def test_segment_frames_reach_the_model_and_answer(mixed_index):
     from search_engine.engine import SearchEngine
     from vimrag import VimRAG
     from vimrag.stand_in import VimRAGRuleBasedBackend
-    from vrag_rl.policy_server.app import create_app as policy_app
+    from vrag_rl.serving.policy_server.app import create_app as policy_app
 
     search = LoopbackServer(create_app(engine=SearchEngine.load(mixed_index))).start()
     policy = LoopbackServer(policy_app(VimRAGRuleBasedBackend(), "vimrag-rule-based")).start()
