@@ -23,7 +23,7 @@ from PIL import Image
 from search_engine.page_layout import PageLayout
 from vrag_rl.reader.geometry import Frame, map_layout
 
-log = logging.getLogger("vrag_rl.reader.layouts")
+log = logging.getLogger(__name__)
 ENLARGE_TO = 2500  # px on the long side for the second OCR reading (tesseract misses text under ~10 px)
 
 
