@@ -44,7 +44,7 @@ from vrag_rl.serving.policy_server.protocol import (
     apply_stop,
 )
 
-log = logging.getLogger("vrag_rl.serving.policy_server")
+log = logging.getLogger(__name__)
 
 # One server-sent event of a streamed completion: `data:` holds a chat.completion.chunk as JSON, or [DONE].
 SSE_EVENT_SCHEMA = {"type": "object", "required": ["data"],
