@@ -93,8 +93,8 @@ def serve_policy(script: str, port: int, model_ms: float) -> None:
     """The scripted policy server with a simulated model time per reply (run as a subprocess)."""
     import uvicorn
 
-    from vrag_rl.policy_server.app import create_app
-    from vrag_rl.policy_server.scripted import ScriptedBackend
+    from vrag_rl.serving.policy_server.app import create_app
+    from vrag_rl.serving.policy_server.scripted import ScriptedBackend
 
     class SlowBackend(ScriptedBackend):
         def generate(self, messages, params):  # runs in a worker thread: sleeping there is the model's time

@@ -82,7 +82,7 @@ class TinyRun:
 
 def write_summary(summary: dict, runs: dict, args: TinyRun, out: Path, started: float, title: str) -> dict:
     """Plot the runs' curves, add the plot and the total time to the summary, write and print it (both agents)."""
-    from vrag_rl.train.metrics import plot_runs
+    from vrag_rl.training.train.metrics import plot_runs
 
     plot = plot_runs(runs, args.plot or out / "curves.png", keys=("reward", "accuracy", "retrieval", "turns"),
                      title=title)
@@ -108,8 +108,8 @@ def build_index(out: Path) -> Path:
 
 def prepare_sft(out: Path, search_url: str, episodes_per_question: int, seed: int) -> tuple[Path, dict]:
     from testkit.tiny_task import collect_random_episodes
-    from vrag_rl.rewards import format_score
-    from vrag_rl.train.sft import write_sft_file
+    from vrag_rl.training.rewards import format_score
+    from vrag_rl.training.train.sft import write_sft_file
 
     results = asyncio.run(collect_random_episodes(search_url, episodes_per_question, seed))
     good = [r for r in results if r.status == "answered" and format_score(r.turn_records) == 1.0]
@@ -119,13 +119,13 @@ def prepare_sft(out: Path, search_url: str, episodes_per_question: int, seed: in
 
 
 def run_config(algo: str, **overrides):
-    from vrag_rl.train.config import load_config
+    from vrag_rl.training.train.config import load_config
 
     return load_config(REPO / "configs" / "local" / f"tiny_{algo}.yaml", **overrides)
 
 
 def summarise(records: list[dict], fraction: float = 0.1) -> dict:
-    from vrag_rl.train.metrics import window_means
+    from vrag_rl.training.train.metrics import window_means
 
     out: dict = {"steps": len(records)}
     for key in ("reward", "accuracy", "retrieval", "format", "answer_rate"):
@@ -142,7 +142,7 @@ def run_vimrag(args: TinyRun) -> dict:
     from testkit.tiny_task import write_tasks
     from testkit.tiny_vimrag_task import build_vimrag_task_model, collect_scripted_trajectories
     from vimrag.trainer import VimRAGTrainer
-    from vrag_rl.train.config import load_config
+    from vrag_rl.training.train.config import load_config
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -229,7 +229,7 @@ def run_vrag(args: TinyRun) -> dict:
     from search_engine.engine import SearchEngine
     from testkit.loopback import LoopbackServer
     from testkit.tiny_task import build_task_model, write_tasks
-    from vrag_rl.train.trainer import LocalTrainer
+    from vrag_rl.training.train.trainer import LocalTrainer
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
