@@ -139,6 +139,21 @@ def codebook(tokens):
     return Codebook.train(tokens[:4000], 32)
 
 
+@pytest.fixture(scope="module")
+def trained(tokens, codebook):
+    """Codecs trained once per module on the first 4,000 tokens (OPQ training is the slow part)."""
+    from search_engine.index.residual_codec import ResidualCodec
+
+    cache: dict = {}
+
+    def get(spec: str):
+        if spec not in cache:
+            cache[spec] = ResidualCodec.train(codebook, tokens[:4000], spec)
+        return cache[spec]
+
+    return get
+
+
 def _cos(codec, x):
     return float(np.einsum("ij,ij->i", x, codec.decode(codec.encode(x))).mean())
 
@@ -154,11 +169,11 @@ def test_codec_specs_parse_with_their_sizes():
             parse_codec(bad)
 
 
-@pytest.mark.parametrize("spec,row_bytes", [("pq8x10", 12), ("pq8x9", 11), ("opq8", 10), ("opq8x10", 12)])
-def test_more_bits_and_rotation_round_trip_and_reload(tokens, codebook, tmp_path, spec, row_bytes):
+@pytest.mark.parametrize("spec,row_bytes", [("pq8x10", 12), ("pq8x9", 11), ("opq8", 10)])
+def test_more_bits_and_rotation_round_trip_and_reload(tokens, codebook, trained, tmp_path, spec, row_bytes):
     from search_engine.index.residual_codec import ResidualCodec
 
-    codec = ResidualCodec.train(codebook, tokens[:4000], spec)
+    codec = trained(spec)
     assert codec.row_bytes == row_bytes
     held_out = tokens[4000:5000]
     rows = codec.encode(held_out)
@@ -170,11 +185,7 @@ def test_more_bits_and_rotation_round_trip_and_reload(tokens, codebook, tmp_path
     assert _cos(codec, held_out) > centroid_only
 
 
-def test_ten_bit_codes_beat_eight_bit_codes_and_opq_is_no_worse(tokens, codebook):
-    from search_engine.index.residual_codec import ResidualCodec
-
-    sample, held_out = tokens[:4000], tokens[4000:6000]
-    pq8 = _cos(ResidualCodec.train(codebook, sample, "pq8"), held_out)
-    pq10 = _cos(ResidualCodec.train(codebook, sample, "pq8x10"), held_out)
-    opq8 = _cos(ResidualCodec.train(codebook, sample, "opq8"), held_out)
+def test_ten_bit_codes_beat_eight_bit_codes_and_opq_is_no_worse(tokens, trained):
+    held_out = tokens[4000:6000]
+    pq8, pq10, opq8 = (_cos(trained(spec), held_out) for spec in ("pq8", "pq8x10", "opq8"))
     assert pq10 > pq8 and opq8 >= pq8 - 1e-3
