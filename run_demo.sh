@@ -144,19 +144,19 @@ else
   port_free "$POLICY_PORT" || die "port $POLICY_PORT (policy server) is taken; pick another with --policy-port"
   if [[ -n "$POLICY_MODEL" ]]; then
     echo "==> local transformers policy server with $POLICY_MODEL on port $POLICY_PORT (log: $LOG_DIR/policy.log)"
-    "$PY" -m vrag_rl.policy_server serve --backend transformers --model "$POLICY_MODEL" --port "$POLICY_PORT" \
+    "$PY" -m vrag_rl.serving.policy_server serve --backend transformers --model "$POLICY_MODEL" --port "$POLICY_PORT" \
       >"$LOG_DIR/policy.log" 2>&1 &
   elif [[ "$MODE" == "vimrag" ]]; then
     echo "==> no endpoint (--policy-url) and no DASHSCOPE_API_KEY: using the vimrag-rule-based OCR stand-in"
     echo "    on port $POLICY_PORT. Point the demo at a real VLM for real reasoning."
     POLICY_KIND="vimrag rule-based stand-in (OCR, no model): it speaks the graph protocol, it does not reason"
-    "$PY" -m vrag_rl.policy_server serve --backend vimrag-rule-based --port "$POLICY_PORT" \
+    "$PY" -m vrag_rl.serving.policy_server serve --backend vimrag-rule-based --port "$POLICY_PORT" \
       --search-url "http://127.0.0.1:$SEARCH_PORT" >"$LOG_DIR/policy.log" 2>&1 &
   else
     echo "==> no VLM configured (--policy-url, or --policy-model / a cached Qwen2.5-VL): using the rule-based OCR"
     echo "    policy on port $POLICY_PORT. Point the demo at a real VLM for real reasoning."
     POLICY_KIND="rule-based stand-in (OCR + MiniLM extractive reader), not a VLM"  # the UI says so
-    "$PY" -m vrag_rl.policy_server serve --backend rule-based --port "$POLICY_PORT" \
+    "$PY" -m vrag_rl.serving.policy_server serve --backend rule-based --port "$POLICY_PORT" \
       --search-url "http://127.0.0.1:$SEARCH_PORT" >"$LOG_DIR/policy.log" 2>&1 &
   fi
   PIDS+=($!)

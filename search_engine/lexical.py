@@ -4,7 +4,7 @@ Tokens are lowercased Latin words and numbers, and for Chinese, Japanese and Kor
 without spaces) overlapping character bigrams — the scheme of Lucene's CJKAnalyzer, which needs no
 dictionary and matches any word of two or more characters, including names a segmenter such as
 jieba has never seen. A lone CJK character between non-CJK text is kept as a unigram. The same
-tokenizer serves the rule-based stand-in policy's line matching (`vrag_rl.policy_server.rule_based`).
+tokenizer serves the rule-based stand-in policy's line matching (`vrag_rl.serving.policy_server.rule_based`).
 """
 from __future__ import annotations
 

@@ -20,12 +20,12 @@ from PIL import Image, ImageDraw, ImageFont
 from search_engine.page_layout import PageLayout, Region, TableCell
 from testkit.loopback import LoopbackServer
 from vrag_rl.agent.images import map_bbox_to_page, smart_resize
-from vrag_rl.policy_server.app import create_app
-from vrag_rl.policy_server.rule_based import RuleBasedBackend
 from vrag_rl.reader import Frame, Reader, crop_box_of, map_layout, question_form
 from vrag_rl.reader.spans import answer_span, sentences_of
 from vrag_rl.reader.terms import content_terms
 from vrag_rl.reader.values import values_in
+from vrag_rl.serving.policy_server.app import create_app
+from vrag_rl.serving.policy_server.rule_based import RuleBasedBackend
 
 
 def _table(rid: str, rows: list[list[str]], x: float = 50, y: float = 100, w: float = 120, h: float = 24,
