@@ -136,6 +136,17 @@ def compressed_index_for(store, corpus: Path, codec: str, log=print):
     return directory
 
 
+def timed_searches(fast, queries, kw: dict) -> tuple[Timer, list]:
+    """One warm-up query, then every query alone, timed: the timer and each query's page ids."""
+    fast.search([queries[0]], **kw)
+    timer, rows = Timer(), []
+    for q in queries:
+        with timer:
+            _, r = fast.search([q], **kw)
+        rows.append(r[0])
+    return timer, rows
+
+
 def dir_bytes(directory: Path) -> int:
     return sum(f.stat().st_size for f in directory.rglob("*") if f.is_file())
 
@@ -167,12 +178,7 @@ def run_streamed(method: str, corpus: Path, queries: np.ndarray, exact_rows: np.
     open_s = time.perf_counter() - started
     meta = json.loads((directory / "fast_meta.json").read_text())
     kw = {"top_k": 10, "nprobe": nprobe, "candidates": candidates, "rerank": rerank, "exact_rerank": 0}
-    fast.search([queries[0]], **kw)
-    timer, rows = Timer(), []
-    for q in queries:
-        with timer:
-            _, r = fast.search([q], **kw)
-        rows.append(r[0])
+    timer, rows = timed_searches(fast, queries, kw)
     compressed = dir_bytes(directory)
     return {"method": method, "pages": meta["num_pages"], "queries": len(queries), "query_set": query_set,
             **timer.stats(), "recall@10": recall_at(rows, exact_rows),
@@ -240,12 +246,7 @@ def run_method(method: str, corpus: Path, max_queries: int | None, query_set: st
         open_s = time.perf_counter() - started
         meta = json.loads((directory / "fast_meta.json").read_text())
         kw = {"top_k": 10, "nprobe": nprobe, "candidates": candidates, "rerank": rerank, "exact_rerank": exact}
-        fast.search([queries[0]], **kw)
-        timer, rows = Timer(), []
-        for q in queries:
-            with timer:
-                _, r = fast.search([q], **kw)
-            rows.append(r[0])
+        timer, rows = timed_searches(fast, queries, kw)
         compressed = dir_bytes(directory)
         result.update(timer.stats(), **{
             "recall@10": recall_at(rows, exact_rows), "build_s": meta.get("build_seconds", float("nan")),
