@@ -51,4 +51,4 @@ def inverted(image: Image.Image, box: tuple[int, int, int, int]) -> Image.Image:
     """The band cut out and inverted to dark-on-light, the polarity OCR reads."""
     from PIL import ImageOps
 
-    return ImageOps.invert(image.convert("RGB").crop(box))
+    return ImageOps.invert(image.crop(box).convert("RGB"))  # crop first: no copy of the whole page per band
