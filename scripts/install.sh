@@ -44,7 +44,7 @@ PYTHON="${PYTHON:-python3}"
 .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements_demo.txt
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
 # Lazy torchvision fix for CPU-only torch in every process of this venv (Streamlit, uvicorn, Ray
-# workers): see search_engine/compat.py. It does nothing on a CUDA torch.
+# workers): see search_engine/infra/torchvision_shim.py. It does nothing on a CUDA torch.
 SITE=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 echo 'import search_engine.infra.torchvision_shim as _c; _c.install_torchvision_hook()' > "$SITE/vrag_torchvision_shim.pth"
 echo "[install] done: $(.venv/bin/python -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)')"
