@@ -189,6 +189,8 @@ def bench(
 ) -> None:
     """Start the servers, run the agent at each concurrency level (and upstream's, if given), print the table."""
     levels = _levels(concurrency, ctx.args)
+    # deliberately first on the path: the vrag_rl imported from here on is the one of the checkout named by
+    # --agent-repo (another version to compare), not the project installed in this venv
     sys.path.insert(0, str(agent_repo.resolve()))
     if serve_policy_at:
         serve_policy(serve_policy_at[0], serve_policy_at[1], model_ms)

@@ -5,7 +5,7 @@ Both pin torch 2.11 (the project runs 2.13), so this script runs in its own virt
 imports nothing of the project — it reads the corpus files directly (`tokens.f16`, `offsets.npy`, the
 cached query sets with their exact top-10):
 
-    python3 -m venv /work/venvs/fastplaid && /work/venvs/fastplaid/bin/pip install fast-plaid xtr-warp-rs
+    python3 -m venv /work/venvs/fastplaid && /work/venvs/fastplaid/bin/pip install fast-plaid xtr-warp-rs typer
     /work/venvs/fastplaid/bin/python scripts/bench_plaid_libs.py --corpus data/bench/synth_10k \\
         --method fast-plaid xtr-warp --query-set standard noisy --json rows_libs.json
 
@@ -14,20 +14,39 @@ them together. Indexes are built once into `<corpus>/lib-<method>/` (build time 
 """
 from __future__ import annotations
 
-import argparse
+import importlib.util
 import json
 import os
 import resource
 import statistics
-import sys
 import time
+from enum import Enum
 from pathlib import Path
+from types import ModuleType
+from typing import Annotated
 
 THREADS = os.environ.get("VRAG_BENCH_THREADS", "1")
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, THREADS)
 
 import numpy as np  # noqa: E402
+import typer  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _cli_lists() -> ModuleType:
+    """search_engine/infra/cli_lists.py, loaded by its path: this script's virtual environment has no project.
+
+    That module imports only typer and the standard library (tests/unit/test_cli_framework.py checks), so it
+    loads alone; a path rather than `import search_engine...`, which would run the package's __init__ and
+    need a sys.path edit.
+    """
+    spec = importlib.util.spec_from_file_location("vrag_cli_lists", REPO / "search_engine" / "infra" / "cli_lists.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def load_corpus(corpus: Path):
@@ -114,29 +133,39 @@ def run(method: str, corpus: Path, query_set: str, limit: int | None) -> dict:
             "load_avg_1m": os.getloadavg()[0], "note": f"{method} defaults, CPU, {THREADS} thread(s)"}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", type=Path, required=True)
-    parser.add_argument("--method", nargs="+", choices=["fast-plaid", "xtr-warp"], default=["fast-plaid", "xtr-warp"])
-    parser.add_argument("--query-set", nargs="+", default=["standard"])
-    parser.add_argument("--queries", type=int, default=None)
-    parser.add_argument("--json", type=Path, help="append the rows to this JSON list")
-    args = parser.parse_args()
+class Method(str, Enum):
+    fast_plaid = "fast-plaid"
+    xtr_warp = "xtr-warp"
+
+
+app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]})
+
+
+# `--method fast-plaid xtr-warp` as argparse's nargs="+" read it (docs/scale.md), and `--method a --method b`
+@app.command(cls=_cli_lists().command_spreading("--method", "--query-set"), help=(__doc__ or "").splitlines()[0])
+def bench(
+    corpus: Annotated[Path, typer.Option()],
+    method: Annotated[list[Method] | None, typer.Option(show_default="fast-plaid xtr-warp")] = None,
+    query_set: Annotated[list[str] | None, typer.Option(metavar="SET...", show_default="standard")] = None,
+    queries: int | None = None,
+    json_path: Annotated[Path | None, typer.Option("--json", help="append the rows to this JSON list")] = None,
+) -> None:
+    """Each method on each query set; one JSON row per run on stdout (a failed run is a row with its error)."""
     rows = []
-    for method in args.method:
-        for query_set in args.query_set:
+    for one_method in [m.value for m in method] if method else [m.value for m in Method]:
+        for one_set in query_set or ["standard"]:
             try:
-                row = run(method, args.corpus, query_set, args.queries)
+                row = run(one_method, corpus, one_set, queries)
             except Exception as exc:  # report the failure as a row, keep going with the other method
-                row = {"method": method, "pages": None, "query_set": query_set,
+                row = {"method": one_method, "pages": None, "query_set": one_set,
                        "error": f"{type(exc).__name__}: {exc}"[:300]}
             print(json.dumps(row), flush=True)
             rows.append(row)
-    if args.json:
-        old = json.loads(args.json.read_text()) if args.json.exists() else []
-        args.json.write_text(json.dumps(old + rows, indent=1))
-    return 0
+    if json_path:
+        old = json.loads(json_path.read_text()) if json_path.exists() else []
+        json_path.write_text(json.dumps(old + rows, indent=1))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    app(prog_name="bench_plaid_libs.py")

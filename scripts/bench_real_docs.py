@@ -21,7 +21,6 @@ with optional `content_type` (text / table / chart / figure) and `language` fiel
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -35,7 +34,11 @@ import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import typer
+
+from search_engine.infra.cli_exit import exit_status
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -482,47 +485,95 @@ def git_commit() -> str:
         return "unknown"
 
 
-def build_parser() -> argparse.ArgumentParser:
+@dataclass(frozen=True)
+class BenchSettings:
+    """The command line's settings (the options of `bench`, environment defaults resolved)."""
+
+    docs: Path | None
+    questions: Path | None
+    sample_corpus: bool
+    index: Path | None
+    reuse_index: bool
+    ingest_only: bool
+    no_e2e: bool
+    text_model: str
+    visual_model: str
+    ocr_lang: str | None
+    top_k: int
+    policy_url: str | None
+    model: str | None
+    api_key: str | None
+    policy_backend: str
+    max_turns: int
+    concurrency: int
+    episode_timeout: float
+    limit: int | None
+    verbose: bool
+    held_back_docs: str
+    out: Path | None
+
+
+app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]})
+
+
+@app.command(help=(__doc__ or "").splitlines()[0])
+def bench(
+    docs: Annotated[Path | None, typer.Option(
+        help=f"folder (or file) of PDFs / page images to ingest (default {DEFAULT_DOCS})")] = None,
+    questions: Annotated[Path | None, typer.Option(
+        help=f"question file (default {DEFAULT_QUESTIONS.relative_to(REPO)})")] = None,
+    sample_corpus: Annotated[bool, typer.Option(
+        "--sample-corpus",
+        help="use the bundled sample corpus (generated into data/sample_corpus/pdf) and its questions")] = False,
+    index: Annotated[Path | None, typer.Option(
+        help="index folder (default: a fresh one in a temporary folder, removed afterwards)")] = None,
+    reuse_index: Annotated[bool, typer.Option("--reuse-index", help="use --index as it is: no ingestion")] = False,
+    ingest_only: Annotated[bool, typer.Option("--ingest-only", help="measure ingestion only (no questions)")] = False,
+    no_e2e: Annotated[bool, typer.Option("--no-e2e", help="retrieval and regions only, no agent episodes")] = False,
+    text_model: Annotated[str, typer.Option(help="text embedder of the index ('none' for none)")] = "minilm",
+    visual_model: Annotated[str, typer.Option(
+        help="visual embedder of the index (e.g. vidore/colqwen2-v1.0 on a GPU; default none)",
+        show_default=False)] = "none",
+    ocr_lang: Annotated[str | None, typer.Option(help="tesseract languages (default: the engine's auto)")] = None,
+    top_k: int = 5,
+    # The three below default to environment variables, read here rather than by click so that --help never
+    # prints a key's value.
+    policy_url: Annotated[str | None, typer.Option(
+        help="OpenAI-compatible policy endpoint (default: start the CPU stand-in) [VRAG_POLICY_URL]")] = None,
+    model: Annotated[str | None, typer.Option(help="model name at --policy-url [VRAG_MODEL]")] = None,
+    api_key: Annotated[str | None, typer.Option(
+        help="key for --policy-url [VRAG_API_KEY / OPENAI_API_KEY]")] = None,
+    policy_backend: Annotated[str, typer.Option(
+        help="backend of the local policy server when no --policy-url (default rule-based)",
+        show_default=False)] = "rule-based",
+    max_turns: int = 6,
+    concurrency: Annotated[int, typer.Option(help="episodes at once (the stand-in is CPU-bound)")] = 2,
+    episode_timeout: float = 300.0,
+    limit: Annotated[int | None, typer.Option(help="ask only the first N questions")] = None,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", help="print one line per question (rank, region, answer)")] = False,
+    held_back_docs: Annotated[str, typer.Option(
+        help="comma-separated document ids kept out of development: prints the held-back half and the rest "
+             "(development) apart, per content type, to show whether a change generalises")] = "",
+    out: Annotated[Path | None, typer.Option(
+        help="JSON report (default runs/bench_real_docs/<questions stem>.json)")] = None,
+) -> None:
+    """Ingest, ask, score; the exit status is `run`'s."""
     env = os.environ.get
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--docs", type=Path, default=None,
-                   help=f"folder (or file) of PDFs / page images to ingest (default {DEFAULT_DOCS})")
-    p.add_argument("--questions", type=Path, default=None,
-                   help=f"question file (default {DEFAULT_QUESTIONS.relative_to(REPO)})")
-    p.add_argument("--sample-corpus", action="store_true",
-                   help="use the bundled sample corpus (generated into data/sample_corpus/pdf) and its questions")
-    p.add_argument("--index", type=Path, default=None,
-                   help="index folder (default: a fresh one in a temporary folder, removed afterwards)")
-    p.add_argument("--reuse-index", action="store_true", help="use --index as it is: no ingestion")
-    p.add_argument("--ingest-only", action="store_true", help="measure ingestion only (no questions)")
-    p.add_argument("--no-e2e", action="store_true", help="retrieval and regions only, no agent episodes")
-    p.add_argument("--text-model", default="minilm", help="text embedder of the index ('none' for none)")
-    p.add_argument("--visual-model", default="none", help="visual embedder of the index (e.g. "
-                   "vidore/colqwen2-v1.0 on a GPU; default none)")
-    p.add_argument("--ocr-lang", default=None, help="tesseract languages (default: the engine's auto)")
-    p.add_argument("--top-k", type=int, default=5)
-    p.add_argument("--policy-url", default=env("VRAG_POLICY_URL"),
-                   help="OpenAI-compatible policy endpoint (default: start the CPU stand-in) [VRAG_POLICY_URL]")
-    p.add_argument("--model", default=env("VRAG_MODEL"), help="model name at --policy-url [VRAG_MODEL]")
-    p.add_argument("--api-key", default=env("VRAG_API_KEY") or env("OPENAI_API_KEY"),
-                   help="key for --policy-url [VRAG_API_KEY / OPENAI_API_KEY]")
-    p.add_argument("--policy-backend", default="rule-based",
-                   help="backend of the local policy server when no --policy-url (default rule-based)")
-    p.add_argument("--max-turns", type=int, default=6)
-    p.add_argument("--concurrency", type=int, default=2, help="episodes at once (the stand-in is CPU-bound)")
-    p.add_argument("--episode-timeout", type=float, default=300.0)
-    p.add_argument("--limit", type=int, default=None, help="ask only the first N questions")
-    p.add_argument("--verbose", action="store_true", help="print one line per question (rank, region, answer)")
-    p.add_argument("--held-back-docs", default="",
-                   help="comma-separated document ids kept out of development: prints the held-back half and the "
-                        "rest (development) apart, per content type, to show whether a change generalises")
-    p.add_argument("--out", type=Path, default=None,
-                   help="JSON report (default runs/bench_real_docs/<questions stem>.json)")
-    return p
+    settings = BenchSettings(
+        docs=docs, questions=questions, sample_corpus=sample_corpus, index=index, reuse_index=reuse_index,
+        ingest_only=ingest_only, no_e2e=no_e2e, text_model=text_model, visual_model=visual_model,
+        ocr_lang=ocr_lang, top_k=top_k, policy_url=policy_url if policy_url is not None else env("VRAG_POLICY_URL"),
+        model=model if model is not None else env("VRAG_MODEL"),
+        api_key=api_key if api_key is not None else env("VRAG_API_KEY") or env("OPENAI_API_KEY"),
+        policy_backend=policy_backend, max_turns=max_turns, concurrency=concurrency,
+        episode_timeout=episode_timeout, limit=limit, verbose=verbose, held_back_docs=held_back_docs, out=out)
+    raise typer.Exit(run(settings))
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def run(args: BenchSettings) -> int:
+    """The benchmark itself: 0 when the report was written, 2 when the inputs are unusable."""
     none = ("none", "off", "")
     text_model = None if str(args.text_model).lower() in none else args.text_model
     visual_model = None if str(args.visual_model).lower() in none else args.visual_model
@@ -601,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work_dir, ignore_errors=True)
 
 
-def _finish(report: dict[str, Any], args: argparse.Namespace, questions: Path,
+def _finish(report: dict[str, Any], args: BenchSettings, questions: Path,
             results: list[QuestionResult] | None) -> int:
     if results is not None:
         if args.verbose:
@@ -639,5 +690,10 @@ def _finish(report: dict[str, Any], args: argparse.Namespace, questions: Path,
     return 0
 
 
+def main(argv: list[str] | None = None) -> int:
+    """The exit status of one run on `argv` (None: the process's arguments)."""
+    return exit_status(app, argv, prog_name="bench_real_docs.py")
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

@@ -30,7 +30,6 @@ then `--corpus data/bench/replicated_10k`.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
@@ -39,6 +38,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Annotated
 
 # One BLAS/OpenMP thread by default (see make_bench_corpus.py); VRAG_BENCH_THREADS=2 on an idle machine.
 THREADS = os.environ.get("VRAG_BENCH_THREADS", "1")
@@ -46,9 +46,12 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, THREADS)
 
 import numpy as np  # noqa: E402
+import typer  # noqa: E402
+
+from search_engine.infra.cli_exit import exit_status  # noqa: E402
+from search_engine.infra.cli_lists import command_spreading  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 DEFAULT_METHODS = ["colpali", "exact", "exact-stream", "fast:4:128", "fast:8:256", "fast:16:512", "qdrant"]
 
@@ -446,74 +449,95 @@ def plot_scale(rows: list[dict], out: Path, methods: list[str] | None = None) ->
     fig.savefig(out, dpi=110)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", type=Path, action="append", help="corpus dir(s) from make_bench_corpus.py")
-    parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS)
-    parser.add_argument("--queries", type=int, default=None, help="at most this many queries per method")
-    parser.add_argument("--slow-queries", type=int, default=5, help="queries for colpali/qdrant (slow)")
-    parser.add_argument("--max-exact-pages", type=int, default=20_000, help="in-RAM exact only up to this size")
-    parser.add_argument("--max-colpali-pages", type=int, default=10_000)
-    parser.add_argument("--max-qdrant-pages", type=int, default=2_000, help="local mode holds everything in RAM")
-    parser.add_argument("--timeout", type=float, default=3600)
-    parser.add_argument("--json", type=Path, help="also write the rows as JSON")
-    parser.add_argument("--append-json", action="store_true", help="add the rows to an existing --json file")
-    parser.add_argument("--plot", type=Path, help="plot every row of --json against corpus size into this PNG")
-    parser.add_argument("--plot-only", action="store_true", help="only redraw --plot from --json (no runs)")
-    parser.add_argument("--plot-methods", nargs="+", help="only these methods in the plot")
-    parser.add_argument("--query-set", nargs="+", default=["standard"],
-                        help="query sets to run (standard noisy multipage half-unmatched)")
-    parser.add_argument("--latency-only", action="store_true",
-                        help="the cached ground truth is of a smaller prefix of the corpus (it grew since): "
-                             "report latency, memory, disk, no recall")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.worker:
+app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]})
+
+
+# `--methods a b c` as argparse's nargs="+" read it (README.md, docs/scale.md), and `--methods a --methods b`
+@app.command(cls=command_spreading("--methods", "--plot-methods", "--query-set"),
+             help=(__doc__ or "").splitlines()[0])
+def bench(
+    corpus: Annotated[list[Path] | None, typer.Option(
+        metavar="DIR", help="corpus dir(s) from make_bench_corpus.py (repeat the option for several)")] = None,
+    methods: Annotated[list[str] | None, typer.Option(
+        metavar="METHOD...", show_default=" ".join(DEFAULT_METHODS))] = None,
+    queries: Annotated[int | None, typer.Option(help="at most this many queries per method")] = None,
+    slow_queries: Annotated[int, typer.Option(help="queries for colpali/qdrant (slow)")] = 5,
+    max_exact_pages: Annotated[int, typer.Option(help="in-RAM exact only up to this size")] = 20_000,
+    max_colpali_pages: int = 10_000,
+    max_qdrant_pages: Annotated[int, typer.Option(help="local mode holds everything in RAM")] = 2_000,
+    timeout: float = 3600,
+    json_path: Annotated[Path | None, typer.Option("--json", help="also write the rows as JSON")] = None,
+    append_json: Annotated[bool, typer.Option(
+        "--append-json", help="add the rows to an existing --json file")] = False,
+    plot: Annotated[Path | None, typer.Option(
+        help="plot every row of --json against corpus size into this PNG")] = None,
+    plot_only: Annotated[bool, typer.Option("--plot-only", help="only redraw --plot from --json (no runs)")] = False,
+    plot_methods: Annotated[list[str] | None, typer.Option(
+        metavar="METHOD...", help="only these methods in the plot")] = None,
+    query_set: Annotated[list[str] | None, typer.Option(
+        metavar="SET...", show_default="standard",
+        help="query sets to run (standard noisy multipage half-unmatched)")] = None,
+    latency_only: Annotated[bool, typer.Option(
+        "--latency-only", help="the cached ground truth is of a smaller prefix of the corpus (it grew since): "
+                               "report latency, memory, disk, no recall")] = False,
+    worker: Annotated[str | None, typer.Option(hidden=True)] = None,  # one method in a child process (run_worker)
+) -> None:
+    """Run every method on every corpus and query set (each in a child process), print the table."""
+    corpora = corpus or []
+    query_sets = query_set or ["standard"]
+    if worker:
         import torch
 
         torch.set_num_threads(int(THREADS))
-        result = run_method(args.worker, args.corpus[0], args.queries, args.query_set[0])
-        if args.latency_only:
+        result = run_method(worker, corpora[0], queries, query_sets[0])
+        if latency_only:
             result["recall@10"] = None
             result["note"] = result.get("note", "") + "; latency only (ground truth is of a smaller prefix)"
         result["peak_rss_gib"] = peak_rss_gib()
         result["load_avg_1m"] = os.getloadavg()[0]  # the 2 cores are shared: context for the latencies
         print(json.dumps(result))
-        return 0
-    if args.plot_only:
-        rows = json.loads(args.json.read_text())
+        return
+    if plot_only:
+        if json_path is None or plot is None:
+            raise typer.BadParameter("--plot-only needs --json (the rows) and --plot (the PNG)")
+        rows = json.loads(json_path.read_text())
         print_table(rows)
-        plot_scale(rows, args.plot, args.plot_methods)
-        return 0
-    if not args.corpus:
-        parser.error("--corpus is required")
+        plot_scale(rows, plot, plot_methods)
+        return
+    if not corpora:
+        raise typer.BadParameter("--corpus is required")
     rows = []
-    for corpus in args.corpus:
-        pages = corpus_pages(corpus)
-        for method, query_set in [(m, qs) for m in args.methods for qs in args.query_set]:
-            limit = args.queries
-            if method == "exact" and pages > args.max_exact_pages:
+    for one_corpus in corpora:
+        pages = corpus_pages(one_corpus)
+        for method, one_set in [(m, qs) for m in methods or DEFAULT_METHODS for qs in query_sets]:
+            limit = queries
+            if method == "exact" and pages > max_exact_pages:
                 rows.append({"method": method, "pages": pages, "error": "does not fit in RAM (fp32 tokens)"})
                 continue
-            if method == "colpali" and pages > args.max_colpali_pages:
+            if method == "colpali" and pages > max_colpali_pages:
                 continue
-            if method.split(":")[0] == "qdrant" and pages > args.max_qdrant_pages:
+            if method.split(":")[0] == "qdrant" and pages > max_qdrant_pages:
                 continue
             if method.split(":")[0] in ("colpali", "qdrant"):
-                limit = args.slow_queries
-            print(f"[{pages:,} pages] {method} on {query_set} ...", file=sys.stderr, flush=True)
-            row = run_worker(method, corpus, limit, args.timeout, query_set, args.latency_only)
+                limit = slow_queries
+            print(f"[{pages:,} pages] {method} on {one_set} ...", file=sys.stderr, flush=True)
+            row = run_worker(method, one_corpus, limit, timeout, one_set, latency_only)
             row.setdefault("pages", pages)
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     print_table(rows)
-    if args.json:
-        if args.append_json and args.json.exists():
-            rows = json.loads(args.json.read_text()) + rows
-        args.json.write_text(json.dumps(rows, indent=1))
-    if args.plot:
-        plot_scale(rows, args.plot, args.plot_methods)
-    return 0
+    if json_path:
+        if append_json and json_path.exists():
+            rows = json.loads(json_path.read_text()) + rows
+        json_path.write_text(json.dumps(rows, indent=1))
+    if plot:
+        plot_scale(rows, plot, plot_methods)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The exit status of one run on `argv` (None: the process's arguments)."""
+    return exit_status(app, argv, prog_name="bench_search.py")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ Every option this script does not know is passed on to bench_real_docs.py (--no-
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import tempfile
 from enum import Enum
@@ -29,18 +30,25 @@ from typing import Annotated, Any
 
 import typer
 
+from search_engine.infra.cli_exit import exit_status
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
-
-import bench_real_docs  # noqa: E402  (a sibling script, importable once scripts/ is on the path)
-
-from search_engine.infra.cli_exit import exit_status  # noqa: E402
+BENCH_REAL_DOCS = REPO / "scripts" / "bench_real_docs.py"
 
 DEFAULT_DOCS = Path("~/.cache/vrag/slides_dev").expanduser()
 DEFAULT_QUESTIONS = REPO / "scripts" / "devset" / "slides_dev.jsonl"
 # 200 dpi turns a 4:3 beamer page (128 mm wide) into ~1000 x 750 pixels: the size of a deck exported
 # to images at 1024 x 768, neither a thumbnail OCR cannot read nor a poster-size scan.
 DEFAULT_DPI = 200
+
+
+def bench_real_docs(argv: list[str]) -> int:
+    """Run scripts/bench_real_docs.py on `argv` in a child process; its exit status.
+
+    A child process rather than an import: scripts/ is no package, so importing a sibling script needs a
+    sys.path edit, and each form then also gets a fresh process (its own memory, nothing cached between).
+    """
+    return subprocess.run([sys.executable, str(BENCH_REAL_DOCS), *argv], check=False).returncode
 
 
 def image_name(doc: str, page: int) -> str:
@@ -136,8 +144,8 @@ def bench(
         print(f"\n===== slides as {name} =====", flush=True)
         out = out_dir / f"{name}.json"
         if name == "pdf":
-            status |= bench_real_docs.main(["--docs", str(docs), "--questions", str(questions),
-                                            "--out", str(out), *passed_on])
+            status |= bench_real_docs(["--docs", str(docs), "--questions", str(questions),
+                                       "--out", str(out), *passed_on])
             continue
         with tempfile.TemporaryDirectory(prefix="bench_slides_") as tmp:
             images = (images_dir or Path(tmp) / "images").expanduser()
@@ -145,8 +153,8 @@ def bench(
             image_questions = Path(tmp) / f"{questions.stem}_images.jsonl"
             count = rewrite_for_images(questions, names, image_questions)
             print(f"{len(names)} pages rendered at {dpi} dpi into {images}; {count} questions", flush=True)
-            status |= bench_real_docs.main(["--docs", str(images), "--questions", str(image_questions),
-                                            "--out", str(out), *passed_on])
+            status |= bench_real_docs(["--docs", str(images), "--questions", str(image_questions),
+                                       "--out", str(out), *passed_on])
     raise typer.Exit(status)
 
 

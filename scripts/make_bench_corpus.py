@@ -16,12 +16,13 @@ the query set is computed by one streaming exact MaxSim pass and cached next to 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import time
+from enum import Enum
 from pathlib import Path
+from typing import Annotated
 
 # One BLAS/OpenMP thread by default: on a shared 2-core machine, spinning thread pools of several
 # processes slow everything ~10x (measured). VRAG_BENCH_THREADS=2 on an idle machine.
@@ -30,12 +31,14 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, THREADS)
 
 import numpy as np  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import typer  # noqa: E402
 
 from search_engine.index.maxsim import exact_topk_streaming  # noqa: E402
 from search_engine.index.token_store import FlatTokenStore, TokenStoreWriter  # noqa: E402
+from search_engine.infra.cli_exit import exit_status  # noqa: E402
+from search_engine.infra.cli_lists import command_spreading  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
 
 DEFAULT_NPZ = REPO.parent / "shared" / "data" / "vrag_example_corpus" / "colqwen2_v1.0_page_embeddings.npz"
 
@@ -81,7 +84,16 @@ def replicated_pages(base: list[np.ndarray], first: int, num_pages: int, rng: np
     return vecs.astype(np.float16), np.asarray([len(p) for p in pages], np.int64)
 
 
-QUERY_SETS = ("standard", "noisy", "multipage", "half-unmatched")
+class QuerySetName(str, Enum):
+    """The query sets (the choices of --query-sets); their order seeds each set's generator (QUERY_SETS.index)."""
+
+    standard = "standard"
+    noisy = "noisy"
+    multipage = "multipage"
+    half_unmatched = "half-unmatched"
+
+
+QUERY_SETS = tuple(name.value for name in QuerySetName)  # ("standard", "noisy", "multipage", "half-unmatched")
 
 
 def make_queries(store: FlatTokenStore, num_queries: int, tokens: int, noise: float, seed: int,
@@ -401,48 +413,65 @@ def build_streaming(out: Path, pages: int, npz: Path, noise: float, seed: int, c
     return index_dir
 
 
-def main() -> int:
+class Kind(str, Enum):
+    """The choices of --kind."""
+
+    spans = "spans"
+    replicated = "replicated"
+
+
+app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]})
+
+
+# `--query-sets standard noisy` as argparse's nargs="+" read it, and `--query-sets standard --query-sets noisy`
+@app.command(cls=command_spreading("--query-sets"), help=(__doc__ or "").splitlines()[0])
+def make(
+    pages: Annotated[int, typer.Option()],
+    out: Annotated[Path, typer.Option()],
+    npz: Path = DEFAULT_NPZ,
+    noise: Annotated[float, typer.Option(help="per-dimension page noise (sigma)")] = 0.03,
+    queries: int = 200,
+    query_tokens: int = 20,
+    query_noise: float = 0.05,
+    seed: int = 0,
+    query_sets: Annotated[list[QuerySetName] | None, typer.Option(
+        show_default="standard", help="query sets to make (each --queries queries, one exact pass for all)")] = None,
+    kind: Annotated[Kind, typer.Option(
+        help="spans: distinct recombined pages (default); replicated: the old stress set")] = Kind.spans,
+    stream: Annotated[bool, typer.Option(
+        "--stream", help="never write the fp16 store: generate pages straight into a compressed index "
+                         "(<out>/fast-<codec>/) and keep the exact top-k of the query sets on the fly")] = False,
+    codec: Annotated[str, typer.Option(help="--stream: the residual codec (see residual_codec.py)")] = "pq32",
+    part_pages: Annotated[int, typer.Option(help="--stream: pages per compressed part")] = 5000,
+    centroids: Annotated[int | None, typer.Option(help="--stream: codebook size (default from size)")] = None,
+    finish_prefix: Annotated[bool, typer.Option(
+        "--finish-prefix", help="--stream: finish an index of the pages committed so far (run again to continue)")
+    ] = False,
+) -> None:
+    """Generate the corpus (or the streamed compressed index) and the ground truth of its query sets."""
     import torch
 
     torch.set_num_threads(int(THREADS))
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pages", type=int, required=True)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--npz", type=Path, default=DEFAULT_NPZ)
-    parser.add_argument("--noise", type=float, default=0.03, help="per-dimension page noise (sigma)")
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--query-tokens", type=int, default=20)
-    parser.add_argument("--query-noise", type=float, default=0.05)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--query-sets", nargs="+", default=["standard"], choices=QUERY_SETS,
-                        help="query sets to make (each --queries queries, one exact pass for all)")
-    parser.add_argument("--kind", choices=["spans", "replicated"], default="spans",
-                        help="spans: distinct recombined pages (default); replicated: the old stress set")
-    parser.add_argument("--stream", action="store_true",
-                        help="never write the fp16 store: generate pages straight into a compressed index "
-                             "(<out>/fast-<codec>/) and keep the exact top-k of the query sets on the fly")
-    parser.add_argument("--codec", default="pq32", help="--stream: the residual codec (see residual_codec.py)")
-    parser.add_argument("--part-pages", type=int, default=5000, help="--stream: pages per compressed part")
-    parser.add_argument("--centroids", type=int, default=None, help="--stream: codebook size (default from size)")
-    parser.add_argument("--finish-prefix", action="store_true",
-                        help="--stream: finish an index of the pages committed so far (run again to continue)")
-    args = parser.parse_args()
-    if not args.npz.exists():
-        print(f"embeddings not found at {args.npz}", file=sys.stderr)
-        return 2
-    if args.stream:
-        build_streaming(args.out, args.pages, args.npz, args.noise, args.seed, args.codec, args.queries,
-                        args.query_tokens, args.query_noise, tuple(args.query_sets), args.part_pages, args.centroids,
-                        finish_prefix=args.finish_prefix)
-        return 0
-    store = build(args.out, args.pages, args.npz, args.noise, args.seed, kind=args.kind)
+    sets = tuple(q.value for q in query_sets) if query_sets else ("standard",)
+    if not npz.exists():
+        print(f"embeddings not found at {npz}", file=sys.stderr)
+        raise typer.Exit(2)
+    if stream:
+        build_streaming(out, pages, npz, noise, seed, codec, queries, query_tokens, query_noise, sets, part_pages,
+                        centroids, finish_prefix=finish_prefix)
+        return
+    store = build(out, pages, npz, noise, seed, kind=kind.value)
     print(f"{store.num_pages:,} pages, {store.num_tokens:,} tokens, {store.nbytes_on_disk() / 2**30:.2f} GiB")
-    if args.queries:
-        ground_truth(store, args.out, args.queries, args.query_tokens, args.query_noise, args.seed + 1,
-                     kinds=tuple(args.query_sets))
-    meta = json.loads((args.out / "meta.json").read_text())
+    if queries:
+        ground_truth(store, out, queries, query_tokens, query_noise, seed + 1, kinds=sets)
+    meta = json.loads((out / "meta.json").read_text())
     print(json.dumps({k: meta[k] for k in ("num_pages", "noise", "seed")}))
-    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The exit status of one run on `argv` (None: the process's arguments)."""
+    return exit_status(app, argv, prog_name="make_bench_corpus.py")
 
 
 if __name__ == "__main__":

@@ -43,7 +43,6 @@ os.environ.setdefault("OMP_THREAD_LIMIT", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 import testkit  # noqa: E402,F401  (torchvision shim before transformers)
 from search_engine.infra.cli_exit import exit_status  # noqa: E402
