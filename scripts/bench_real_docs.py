@@ -88,7 +88,7 @@ def is_not_found(prediction: str | None) -> bool:
     """Whether an answer is an honest refusal ("I could not find ...") rather than an attempt."""
     if not prediction or not prediction.strip():
         return True
-    from vrag_rl.agent.prompts import NO_ANSWER_FALLBACK
+    from vrag_rl.vrag.prompts import NO_ANSWER_FALLBACK
 
     text = prediction.strip()
     return text == NO_ANSWER_FALLBACK or (len(text) < 200 and bool(_NOT_FOUND.search(text)))

@@ -3,7 +3,7 @@
 #
 #   scripts/mutation_agent.sh                       # every mutant of the modules below (~1700; hours on 2 cores)
 #   SAMPLE=150 scripts/mutation_agent.sh            # a seeded random sample of 150 mutants, spread over modules
-#   scripts/mutation_agent.sh 'vrag_rl.agent.loop*'             # mutants named by glob
+#   scripts/mutation_agent.sh 'vrag_rl.vrag.loop*'             # mutants named by glob
 #   REF=<commit> TESTS="tests/a.py tests/b.py" scripts/mutation_agent.sh   # another commit / test set
 #
 # It runs on a scratch copy of the COMMITTED tree (git archive $REF) in $VRAG_MUTATION_DIR

@@ -165,9 +165,9 @@ async def collect_random_episodes(search_url: str, episodes_per_question: int, s
     import asyncio
 
     from search_engine.client import SearchClient
-    from vrag_rl.agent.config import AgentConfig
-    from vrag_rl.agent.loop import Episode
-    from vrag_rl.agent.prompts import Prompts
+    from vrag_rl.vrag.config import AgentConfig
+    from vrag_rl.vrag.loop import Episode
+    from vrag_rl.vrag.prompts import Prompts
 
     config, prompts = AgentConfig(**AGENT), Prompts(**PROMPTS)
     search = SearchClient(search_url)

@@ -14,7 +14,7 @@ __all__ = ["VRAG"]
 
 def __getattr__(name: str):
     if name == "VRAG":
-        from vrag_rl.agent.vrag import VRAG
+        from vrag_rl.vrag.agent import VRAG
 
         return VRAG
     raise AttributeError(name)

@@ -21,6 +21,7 @@ import importlib.util
 import sys
 import warnings
 from types import CodeType, ModuleType
+from typing import Any
 
 # old module path -> new module path (packages: the prefix is rewritten for every module below it)
 MOVED: dict[str, str] = {
@@ -39,6 +40,24 @@ MOVED: dict[str, str] = {
     "vrag_rl.train": "vrag_rl.training.train",
     "vrag_rl.verl_plugins": "vrag_rl.training.verl_plugins",
     "vrag_rl.data": "vrag_rl.training.data",
+    # the VRAG agent, out of the kit both agents share (vrag_rl/agent/ keeps the kit)
+    "vrag_rl.agent.loop": "vrag_rl.vrag.loop",
+    "vrag_rl.agent.transcript": "vrag_rl.vrag.transcript",
+    "vrag_rl.agent.prompts": "vrag_rl.vrag.prompts",
+    "vrag_rl.agent.vrag": "vrag_rl.vrag.agent",
+}
+
+# names that moved out of a module that stays: (old module, name) -> new module. The old module's
+# `__getattr__` forwards them through `moved_attribute`.
+MOVED_NAMES: dict[tuple[str, str], str] = {
+    ("vrag_rl.agent", "AgentConfig"): "vrag_rl.vrag.config",
+    ("vrag_rl.agent", "Prompts"): "vrag_rl.vrag.prompts",
+    ("vrag_rl.agent.config", "AgentConfig"): "vrag_rl.vrag.config",
+    ("vrag_rl.agent.result", "EpisodeResult"): "vrag_rl.vrag.result",
+    ("vrag_rl.agent.step_graph", "VRAG_ACTIONS"): "vrag_rl.vrag.step_graph",
+    ("vrag_rl.agent.step_graph", "TurnLike"): "vrag_rl.vrag.step_graph",
+    ("vrag_rl.agent.step_graph", "is_vrag_episode"): "vrag_rl.vrag.step_graph",
+    ("vrag_rl.agent.step_graph", "vrag_step_graph"): "vrag_rl.vrag.step_graph",
 }
 
 
@@ -103,8 +122,17 @@ def install() -> None:
         sys.meta_path.insert(0, _FINDER)
 
 
-def moved(old: str, new: str) -> ModuleType:
+def moved_attribute(module: str, name: str) -> Any:
+    """`name` looked up at its old home `module` (a module's `__getattr__` calls this): the object from the
+    module `MOVED_NAMES` names, with a DeprecationWarning; AttributeError for any other name, as usual."""
+    new = MOVED_NAMES.get((module, name))
+    if new is None:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    return getattr(moved(f"{module}.{name}", new, stacklevel=4), name)
+
+
+def moved(old: str, new: str, stacklevel: int = 3) -> ModuleType:
     """The module at `new`, with a DeprecationWarning that `old` moved there (for names, not modules, that
     moved: a package's `__getattr__` forwards them through this)."""
-    warnings.warn(f"{old} moved to {new}; import it from there", DeprecationWarning, stacklevel=3)
+    warnings.warn(f"{old} moved to {new}; import it from there", DeprecationWarning, stacklevel=stacklevel)
     return importlib.import_module(new)

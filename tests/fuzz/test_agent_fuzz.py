@@ -35,7 +35,7 @@ from testkit.malformed_openai import (
 from vrag_rl import VRAG
 from vrag_rl.agent.actions import MAX_REPLY_CHARS, parse_reply
 from vrag_rl.agent.result import EPISODE_STATUSES
-from vrag_rl.agent.vrag import EpisodeFailedError
+from vrag_rl.vrag.agent import EpisodeFailedError
 
 MAX_TURNS = 3
 

@@ -15,7 +15,7 @@ from testkit.loopback import free_port
 from testkit.marker_pages import MARKER_PAGE, OTHER_PAGE
 from vrag_rl import VRAG
 from vrag_rl.agent.policy import PolicyError, PolicyReply, SamplingParams
-from vrag_rl.agent.prompts import Prompts
+from vrag_rl.vrag.prompts import Prompts
 
 
 class ListPolicy:
@@ -293,8 +293,8 @@ def test_a_bug_inside_the_loop_is_an_explicit_internal_failure(remote_search):
 
 def test_a_result_before_the_episode_ran():
     from search_engine.client import SearchClient
-    from vrag_rl.agent.config import AgentConfig
-    from vrag_rl.agent.loop import Episode
+    from vrag_rl.vrag.config import AgentConfig
+    from vrag_rl.vrag.loop import Episode
 
     episode = Episode(" q ", AgentConfig(), Prompts(), ListPolicy(["x"]), SearchClient("http://127.0.0.1:9"))
     result = episode.result()

@@ -13,12 +13,12 @@ import pytest
 
 from search_engine.client import SearchClient
 from testkit.tiny_task import AGENT, PROMPTS, build_task_model
-from vrag_rl.agent.config import AgentConfig
 from vrag_rl.agent.policies.token_recorder import GenerateOutput
-from vrag_rl.agent.prompts import Prompts
 from vrag_rl.training.algos import ggpo_turn_mask
 from vrag_rl.training.rewards import RewardConfig, RewardReference, score_episode
 from vrag_rl.training.rollout import RolloutTask, rollout_batch
+from vrag_rl.vrag.config import AgentConfig
+from vrag_rl.vrag.prompts import Prompts
 
 REPLIES = ["<think>search</think><search>revenue</search>", "<think>zoom</think><bbox>[0, 0, 40, 40]</bbox>",
            "<think>answer</think><answer>$341 million</answer>"]

@@ -22,14 +22,15 @@ from vimrag.config import VimRAGConfig
 from vimrag.energy import EnergyConfig
 from vimrag.memory import GraphMemory
 from vimrag.prompts import VimPrompts
-from vrag_rl.agent.config import AgentConfig, EpisodeConfig
+from vrag_rl.agent.config import EpisodeConfig
 from vrag_rl.agent.engine import EpisodeEngine
-from vrag_rl.agent.loop import Episode
 from vrag_rl.agent.policies.step_recorder import StepRecordingPolicy, recording_policy
 from vrag_rl.agent.policies.token_recorder import GenerateOutput, TokenRecordingPolicy
 from vrag_rl.agent.policy import message_images
 from vrag_rl.agent.result import TURN_ACTIONS, EpisodeResultBase
-from vrag_rl.agent.transcript import Transcript
+from vrag_rl.vrag.config import AgentConfig
+from vrag_rl.vrag.loop import Episode
+from vrag_rl.vrag.transcript import Transcript
 
 
 def call(name: str, **arguments) -> str:
@@ -179,7 +180,7 @@ def test_the_public_import_paths_still_hold():
     from vimrag.result import EPISODE_STATUSES as VIM_STATUSES
     from vrag_rl import VRAG  # noqa: F401
     from vrag_rl.agent.events import AnswerEvent, CropEvent, EpisodeFinished  # noqa: F401
-    from vrag_rl.agent.result import EPISODE_STATUSES, EpisodeResult, TurnRecord  # noqa: F401
+    from vrag_rl.agent.result import EPISODE_STATUSES, TurnRecord  # noqa: F401
 
     assert vimrag.VimRAGConfig is vimrag.agent.VimRAGConfig is VimRAGConfig
     assert vimrag.VimRAG is vimrag.agent.VimRAG and vimrag.VimRAGResult.__mro__[1] is EpisodeResultBase

@@ -159,8 +159,8 @@ def test_low_var_kl_hand_value():
 
 
 def test_trajectory_loss_mask_zeroes_only_the_pruned_turns():
-    from vrag_rl.agent.result import EpisodeResult
     from vrag_rl.training.rollout import Trajectory
+    from vrag_rl.vrag.result import EpisodeResult
 
     trajectory = Trajectory(group_id="q", index=0, prompt_ids=[], response_ids=list(range(9)),
                             response_mask=[1, 1, 0, 0, 1, 1, 0, 1, 1], response_logprobs=[0.0] * 9,

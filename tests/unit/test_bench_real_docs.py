@@ -35,7 +35,7 @@ def test_answer_in_text_whole_tokens_compact_forms_and_short_references(bench):
 
 
 def test_not_found_is_an_honest_refusal_not_a_wrong_answer(bench):
-    from vrag_rl.agent.prompts import NO_ANSWER_FALLBACK
+    from vrag_rl.vrag.prompts import NO_ANSWER_FALLBACK
 
     assert bench.is_not_found(NO_ANSWER_FALLBACK)
     assert bench.is_not_found("I could not find the answer in these pages.")

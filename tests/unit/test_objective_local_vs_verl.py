@@ -20,11 +20,12 @@ import torch
 
 pytest.importorskip("verl")
 
-from vrag_rl.agent.result import EpisodeResult, TurnRecord  # noqa: E402
-from vrag_rl.agent.step_graph import vrag_step_graph  # noqa: E402
+from vrag_rl.agent.result import TurnRecord  # noqa: E402
 from vrag_rl.training.algos import AlgorithmSettings, AlgorithmSettingsError, algorithm_settings, policy_objective  # noqa: E402
 from vrag_rl.training.rewards import RewardReference  # noqa: E402
 from vrag_rl.training.rollout import Trajectory  # noqa: E402
+from vrag_rl.vrag.result import EpisodeResult
+from vrag_rl.vrag.step_graph import vrag_step_graph  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG_DIR = REPO / "configs" / "verl"

@@ -421,7 +421,7 @@ def test_reader_rules_through_the_backend():
 
 
 def test_conversation_markers_come_from_the_agent_prompts():
-    from vrag_rl.agent.prompts import NO_ANSWER_FALLBACK, SEARCH_RESULT_TEXT
+    from vrag_rl.vrag.prompts import NO_ANSWER_FALLBACK, SEARCH_RESULT_TEXT
 
     assert NOT_FOUND == NO_ANSWER_FALLBACK
     assert page_id_of(SEARCH_RESULT_TEXT.format(query="a. b", page_id="doc_3")) == "doc_3"

@@ -8,7 +8,7 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from vrag_rl.agent.result import EpisodeResult, TurnRecord
+from vrag_rl.agent.result import TurnRecord
 from vrag_rl.agent.step_graph import StepGraph
 from vrag_rl.training.rewards import (
     JudgeConfig,
@@ -19,6 +19,7 @@ from vrag_rl.training.rewards import (
     rule_outcome,
     score_episode,
 )
+from vrag_rl.vrag.result import EpisodeResult
 
 LOG3 = math.log2(3)
 

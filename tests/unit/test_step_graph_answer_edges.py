@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from vrag_rl.agent.result import EpisodeResult, TurnRecord
-from vrag_rl.agent.step_graph import ROOT_ID, StepGraph, StepNode, is_vrag_episode, vrag_step_graph
+from vrag_rl.agent.result import TurnRecord
+from vrag_rl.agent.step_graph import ROOT_ID, StepGraph, StepNode
 from vrag_rl.training.algos import AlgorithmSettings, ggpo_turn_mask
 from vrag_rl.training.rollout import Trajectory
+from vrag_rl.vrag.result import EpisodeResult
+from vrag_rl.vrag.step_graph import is_vrag_episode, vrag_step_graph
 
 GOLD = "report_p7"
 GGPO = AlgorithmSettings("ggpo")

@@ -16,8 +16,8 @@ from PIL import Image
 from vrag_rl.agent.policies.local_transformers import LocalTransformersGenerate, expected_image_tokens
 from vrag_rl.agent.policies.token_recorder import GenerateOutput, TokenRecordingPolicy, _template_form
 from vrag_rl.agent.policy import PolicyError, SamplingParams, image_part, text_part
-from vrag_rl.agent.result import EpisodeResult
 from vrag_rl.training.rollout.trajectory import Trajectory, model_inputs
+from vrag_rl.vrag.result import EpisodeResult
 
 REPLIES = [
     "<think>I should search for the revenue table.</think><search>annual report revenue</search>",

@@ -5,7 +5,6 @@ import json
 
 import pytest
 
-from vrag_rl.agent.prompts import Prompts
 from vrag_rl.training.data import (
     DatasetConversionError,
     check_parquet,
@@ -14,6 +13,7 @@ from vrag_rl.training.data import (
     write_parquet,
 )
 from vrag_rl.training.data.__main__ import main as data_cli
+from vrag_rl.vrag.prompts import Prompts
 
 UPSTREAM = {"examples": [
     {"uid": "0", "query": "What share of Latinos say the economy is good?", "reference_answer": "25%",

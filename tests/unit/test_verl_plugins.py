@@ -24,10 +24,11 @@ pytest.importorskip("verl")
 
 import torch  # noqa: E402
 
-from vrag_rl.agent.result import EpisodeResult, TurnRecord  # noqa: E402
+from vrag_rl.agent.result import TurnRecord  # noqa: E402
 from vrag_rl.agent.step_graph import StepGraph, StepNode  # noqa: E402
 from vrag_rl.training.data import convert_records, write_parquet  # noqa: E402
 from vrag_rl.training.rewards import RewardBreakdown  # noqa: E402
+from vrag_rl.vrag.result import EpisodeResult
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDS = [

@@ -13,7 +13,6 @@ import asyncio
 import pytest
 
 from search_engine.client import SearchClient
-from vrag_rl.agent.config import AgentConfig
 from vrag_rl.agent.policies.token_recorder import (
     VISION_TOKENS,
     GenerateOutput,
@@ -22,10 +21,11 @@ from vrag_rl.agent.policies.token_recorder import (
     vision_token_ids,
 )
 from vrag_rl.agent.policy import PolicyError, SamplingParams
-from vrag_rl.agent.prompts import Prompts
 from vrag_rl.training.rollout import RolloutTask, model_inputs
 from vrag_rl.training.rollout.runner import run_one
 from vrag_rl.training.verl_plugins.generate import ServerFields, ServerManagerGenerate, logit_bias_against
+from vrag_rl.vrag.config import AgentConfig
+from vrag_rl.vrag.prompts import Prompts
 
 SEARCH = "<think>look</think><search>Acme Robotics total revenue 2023</search>"
 

@@ -1,5 +1,13 @@
-"""The VRAG agent loop: shared by the demo, the evaluation and the RL rollout."""
-from vrag_rl.agent.config import AgentConfig
-from vrag_rl.agent.prompts import Prompts
+"""The agent kit both agents share: the episode engine, the policy seam and its adapters, images, page cache,
+events, the result base, the step graph and the frontend (`run` / `stream` / `arun`).
 
-__all__ = ["AgentConfig", "Prompts"]
+The VRAG agent (its loop, transcript, prompts and config) is in `vrag_rl.vrag`; VimRAG's in `vimrag`. The
+names this package used to export (`AgentConfig`, `Prompts`) still resolve here, with a DeprecationWarning.
+"""
+from typing import Any
+
+from vrag_rl import _moved
+
+
+def __getattr__(name: str) -> Any:
+    return _moved.moved_attribute(__name__, name)

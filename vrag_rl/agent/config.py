@@ -2,7 +2,7 @@
 
 `EpisodeConfig` holds what the episode engine (`vrag_rl.agent.engine`) reads, for both agents —
 sampling, the token budget, clients' timeouts and retries, the search restriction, the image
-geometry every shown image shares — each field once. `AgentConfig` (VRAG) and
+geometry every shown image shares — each field once. `vrag_rl.vrag.config.AgentConfig` (VRAG) and
 `vimrag.config.VimRAGConfig` add their own knobs and their own defaults. Why one base: the two
 configs had repeated a dozen fields and their checks, and had started to drift.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from vrag_rl import _moved
 from vrag_rl.agent.policy import SamplingParams
 
 # Upstream VRAG's pixel budget: 256·28·28 ≤ pixels ≤ 512·28·28 per image shown to the model.
@@ -60,30 +61,6 @@ class EpisodeConfig:
         return asdict(self)
 
 
-@dataclass
-class AgentConfig(EpisodeConfig):
-    """The VRAG agent: a transcript that grows by one page image (or crop) per action."""
-
-    max_turns: int = 10  # model calls that may act; one more call is made to force an answer
-    pages_per_search: int = 1  # new page images shown per <search> (upstream: 1)
-    max_repeats: int = 1  # how often one page may be shown (upstream: repeated_nums = 1)
-    max_queries_per_search: int = 4  # RAG-R1-style parallel queries in one <search>
-    max_pixels: int = MAX_PIXELS
-    crop_padding: int = 56  # page pixels added around a bbox on every side (upstream: 56)
-    min_crop_side: int = 28  # a bbox smaller than this (page pixels) is widened to it
-    jpeg_quality: int = 90
-
-    @property
-    def turn_limit(self) -> int:
-        return self.max_turns
-
-    def __post_init__(self) -> None:
-        if self.max_turns < 1:
-            raise ValueError("max_turns must be at least 1")
-        super().__post_init__()
-        if not 0 < self.min_pixels <= self.max_pixels:
-            raise ValueError("need 0 < min_pixels <= max_pixels")
-        if self.pages_per_search < 1 or self.search_top_k < self.pages_per_search:
-            raise ValueError("need 1 <= pages_per_search <= search_top_k")
-        if self.crop_padding < 0:
-            raise ValueError("crop_padding must be >= 0")
+def __getattr__(name: str) -> Any:
+    """`AgentConfig` moved to `vrag_rl.vrag.config` (the VRAG agent's room); its old path still gives it."""
+    return _moved.moved_attribute(__name__, name)

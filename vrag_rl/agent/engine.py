@@ -7,7 +7,7 @@ response-token budget and a limit on unusable replies in a row — and end with 
 failures made explicit, usage), the search call, the page fetch, events, timings and the finish are
 `EpisodeEngine`'s. The two agents differ in what the model sees next and in their tools:
 
-- VRAG (`vrag_rl.agent.loop.Episode`) keeps a growing transcript (`vrag_rl.agent.transcript`):
+- VRAG (`vrag_rl.vrag.loop.Episode`) keeps a growing transcript (`vrag_rl.vrag.transcript`):
   every reply and every page or crop is appended;
 - VimRAG (`vimrag.agent.VimEpisode`) keeps a memory graph (`vimrag.memory.GraphMemory`): the
   context is rebuilt from the graph at every call.

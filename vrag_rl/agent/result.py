@@ -2,7 +2,7 @@
 
 `EpisodeResultBase` is what every agent's result has (both agents run on one engine,
 `vrag_rl.agent.engine`): the answer, the status, the events, the turn records, the evidence and the
-step graph GGPO reads. `EpisodeResult` adds the VRAG agent's transcript and images;
+step graph GGPO reads. `vrag_rl.vrag.result.EpisodeResult` adds the VRAG agent's transcript and images;
 `vimrag.result.VimRAGResult` adds the memory graph.
 """
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
-from vrag_rl.agent.events import AgentEvent, EpisodeStatus, ImageRef
-from vrag_rl.agent.step_graph import StepGraph
+from vrag_rl import _moved
+from vrag_rl.agent.events import AgentEvent, EpisodeStatus
 
 # How an episode can end. Every episode ends with exactly one of these, never with an exception.
 EPISODE_STATUSES: tuple[EpisodeStatus, ...] = get_args(EpisodeStatus)
@@ -87,26 +87,6 @@ class EpisodeResultBase:
                 "turn_records": [asdict(r) for r in self.turn_records]}
 
 
-@dataclass(kw_only=True)
-class EpisodeResult(EpisodeResultBase):
-    """A VRAG episode: `evidence` is, per page looked at, page_id, image_path and crop regions (page pixels)."""
-
-    messages: list[dict[str, Any]] = field(default_factory=list)  # images as {"type": "image_ref", "image_id"}
-    images: list[ImageRef] = field(default_factory=list)
-    step_graph: StepGraph = field(default_factory=StepGraph)
-
-    @classmethod
-    def failure(cls, question: str, error: str, episode_id: str = "") -> EpisodeResult:
-        """A result for an episode that could not even start (e.g. an empty question)."""
-        return cls(episode_id=episode_id, question=question if isinstance(question, str) else repr(question),
-                   answer=None, status="failed", events=[], turns=0, elapsed_s=0.0, error=error)
-
-    @property
-    def retrieved_page_ids(self) -> list[str]:
-        """Pages the agent looked at, in first-seen order (what retrieval metrics score)."""
-        return [e["page_id"] for e in self.evidence]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.base_dict(), "retrieved_page_ids": self.retrieved_page_ids,
-                "step_graph": self.step_graph.to_dict(), "images": [i.to_dict() for i in self.images],
-                "messages": self.messages, "events": [e.to_dict() for e in self.events]}
+def __getattr__(name: str) -> Any:
+    """`EpisodeResult` moved to `vrag_rl.vrag.result` (the VRAG agent's room); its old path still gives it."""
+    return _moved.moved_attribute(__name__, name)

@@ -8,6 +8,7 @@ punctuation (numbers such as 7.4, 1,870 or 47% stay whole) and folded for plural
 from __future__ import annotations
 
 import re
+import unicodedata
 from difflib import SequenceMatcher
 
 from search_engine.lexical import cjk_bigrams
@@ -22,9 +23,19 @@ _LATIN = re.compile(r"[0-9a-z]+(?:[.,'’%][0-9a-z%]+)*%?")
 CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]+")
 
 
+# Typographic ligatures (U+FB00–FB06: ﬀ ﬁ ﬂ ﬃ ﬄ ﬅ ﬆ) as a PDF's text layer often keeps them: "ﬂowering",
+# "Paciﬁc". They are one glyph for two or three letters; unfolded, a word that holds one matches nothing.
+_LIGATURES = str.maketrans({chr(c): unicodedata.normalize("NFKC", chr(c)) for c in range(0xFB00, 0xFB07)})
+
+
+def fold(text: str) -> str:
+    """The text with typographic ligatures written out as their letters ("ﬂowering" → "flowering")."""
+    return text.translate(_LIGATURES)
+
+
 def words_of(text: str) -> list[str]:
     """Lowercased Latin words without punctuation (numbers such as 7.4, 1,870 or 47% stay whole)."""
-    return _LATIN.findall(text.lower())
+    return _LATIN.findall(fold(text).lower())
 
 
 def stem(word: str) -> str:

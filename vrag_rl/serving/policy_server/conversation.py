@@ -1,7 +1,7 @@
 """What the model-free policies (scripted replay, the CPU stand-ins) read from a request: the question, the
 turn, the pages shown; and how they word a reply's budget. One place for the stand-ins' shared helpers.
 
-The agent's words come from `vrag_rl.agent.prompts`, which owns them: the question marker, the search
+The agent's words come from `vrag_rl.vrag.prompts`, which owns them: the question marker, the search
 result line (which names the page id), the forced-answer note and the no-answer text are derived from
 its templates here, never copied.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from vrag_rl.agent.prompts import FORCE_ANSWER_TEXT, NO_ANSWER_FALLBACK, QUESTION_TEMPLATE, SEARCH_RESULT_TEXT
 from vrag_rl.serving.policy_server.protocol import ChatMessage, Generation, GenerationParams
+from vrag_rl.vrag.prompts import FORCE_ANSWER_TEXT, NO_ANSWER_FALLBACK, QUESTION_TEMPLATE, SEARCH_RESULT_TEXT
 
 NOT_FOUND = NO_ANSWER_FALLBACK
 QUESTION_MARKER = QUESTION_TEMPLATE.split("{question}")[0].strip()  # "Question:"

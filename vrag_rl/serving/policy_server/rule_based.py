@@ -14,7 +14,7 @@ number of episodes):
    for an OCR layout, also the crop's own, sharper, OCR) and answer, or say "not found".
 
 The no-answer text and the markers it reads (question, search result line, forced answer) come from
-`vrag_rl.agent.prompts` through `conversation`.
+`vrag_rl.vrag.prompts` through `conversation`.
 """
 from __future__ import annotations
 

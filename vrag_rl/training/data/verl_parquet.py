@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vrag_rl.agent.prompts import Prompts
 from vrag_rl.scoring.qa_dataset import EvalExample, parse_example, read_dataset_records
+from vrag_rl.vrag.prompts import Prompts
 
 AGENT_NAME = "vrag_agent"
 ABILITY = "visual_rag"

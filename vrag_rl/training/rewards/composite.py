@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from vrag_rl.agent.result import EpisodeResult
 from vrag_rl.scoring.judge import LLMJudge
 from vrag_rl.training.rewards.format import format_score
 from vrag_rl.training.rewards.outcome import JudgeConfig, judge_for, outcome_score, rule_outcome
 from vrag_rl.training.rewards.retrieval import retrieval_ndcg
+from vrag_rl.vrag.result import EpisodeResult
 
 
 @dataclass(frozen=True)

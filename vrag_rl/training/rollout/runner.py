@@ -13,13 +13,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from search_engine.client import SearchClient
-from vrag_rl.agent.config import AgentConfig
-from vrag_rl.agent.loop import Episode
 from vrag_rl.agent.page_images import PageImageStore
 from vrag_rl.agent.policies.token_recorder import GenerateFn, TokenRecordingPolicy
-from vrag_rl.agent.prompts import Prompts
-from vrag_rl.agent.step_graph import is_vrag_episode, vrag_step_graph
 from vrag_rl.training.rollout.trajectory import Trajectory
+from vrag_rl.vrag.config import AgentConfig
+from vrag_rl.vrag.loop import Episode
+from vrag_rl.vrag.prompts import Prompts
+from vrag_rl.vrag.step_graph import is_vrag_episode, vrag_step_graph
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,11 @@ from typing import Any
 from PIL import Image
 
 from vrag_rl.agent.policies.local_transformers import expected_image_tokens, image_token_id, vision_inputs
-from vrag_rl.agent.result import EpisodeResult, TurnRecord
+from vrag_rl.agent.result import TurnRecord
 from vrag_rl.agent.step_graph import StepGraph
 from vrag_rl.training.algos.ggpo import ggpo_turn_mask
 from vrag_rl.training.algos.settings import AlgorithmSettings
+from vrag_rl.vrag.result import EpisodeResult
 
 
 @dataclass

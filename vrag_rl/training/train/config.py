@@ -16,11 +16,11 @@ from typing import Any
 
 import yaml
 
-from vrag_rl.agent.config import AgentConfig
 from vrag_rl.agent.plugins import agent_plugin
-from vrag_rl.agent.prompts import Prompts
 from vrag_rl.training.algos.settings import AlgorithmSettings, GGPOSettings, algorithm_settings
 from vrag_rl.training.rewards import RewardConfig
+from vrag_rl.vrag.config import AgentConfig
+from vrag_rl.vrag.prompts import Prompts
 
 
 @dataclass

@@ -30,7 +30,7 @@ from PIL import Image
 
 from vrag_rl.agent.policies.token_recorder import GenerateOutput, TokenRecordingPolicy
 from vrag_rl.agent.policy import SamplingParams, image_part, text_part
-from vrag_rl.agent.result import EpisodeResult
+from vrag_rl.vrag.result import EpisodeResult
 
 IMAGE_TOKEN = "<image>"
 

@@ -36,13 +36,13 @@ from search_engine.client import SearchClient
 from vrag_rl.agent.page_images import PageImageStore
 from vrag_rl.agent.policies.local_transformers import image_token_id
 from vrag_rl.agent.policies.token_recorder import template_form, vision_token_ids
-from vrag_rl.agent.prompts import Prompts
 from vrag_rl.training.rewards import score_episode
 from vrag_rl.training.rollout import RolloutTask, Trajectory
 from vrag_rl.training.rollout.runner import run_one
 from vrag_rl.training.verl_plugins.generate import ServerManagerGenerate
 from vrag_rl.training.verl_plugins.reward import RECORD_KEY, episode_record, reference_from_extra_info
 from vrag_rl.training.verl_plugins.settings import PluginSettings, plugin_settings
+from vrag_rl.vrag.prompts import Prompts
 
 _PAGES = PageImageStore()  # page images shared by the episodes of this worker process (bounded LRU)
 REWARD_PARTS = ("total", "outcome", "format", "retrieval")

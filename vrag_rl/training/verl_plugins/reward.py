@@ -15,10 +15,11 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from vrag_rl.agent.result import EpisodeResult, TurnRecord
+from vrag_rl.agent.result import TurnRecord
 from vrag_rl.agent.step_graph import StepGraph
 from vrag_rl.training.rewards import RewardReference, score_episode
 from vrag_rl.training.verl_plugins.settings import build_reward_config
+from vrag_rl.vrag.result import EpisodeResult
 
 RECORD_KEY = "vrag_episode"
 

@@ -16,8 +16,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from vrag_rl.agent.config import AgentConfig
 from vrag_rl.training.algos.settings import ALGORITHMS, AlgorithmSettings, AlgorithmSettingsError, algorithm_settings
+from vrag_rl.vrag.config import AgentConfig
 
 __all__ = ["ALGORITHMS", "JudgeSettings", "PluginSettings", "PluginSettingsError", "SearchSettings",
            "build_reward_config", "plugin_settings"]

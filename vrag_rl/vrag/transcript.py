@@ -13,9 +13,10 @@ from typing import Any, ClassVar
 
 from vrag_rl.agent.events import ImageRef
 from vrag_rl.agent.policy import Message, text_part
-from vrag_rl.agent.prompts import Prompts
 from vrag_rl.agent.result import TurnRecord
-from vrag_rl.agent.step_graph import StepGraph, vrag_step_graph
+from vrag_rl.agent.step_graph import StepGraph
+from vrag_rl.vrag.prompts import Prompts
+from vrag_rl.vrag.step_graph import vrag_step_graph
 
 
 class Transcript:

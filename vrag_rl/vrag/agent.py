@@ -1,6 +1,6 @@
 """`VRAG`: the public agent class — `run`, `stream`, `arun`, `astream`, `run_batch`.
 
-The loop is `Episode` (`vrag_rl/agent/loop.py`); the entry points, the clients per event loop and
+The loop is `Episode` (`vrag_rl/vrag/loop.py`); the entry points, the clients per event loop and
 the private event loop that lets `run()` reuse them across calls are `AgentFrontend`'s, shared with
 VimRAG. What is VRAG's own: its episode, and upstream's call styles (`generator=`).
 """
@@ -9,14 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from search_engine.client import SearchClient
-from vrag_rl.agent.config import AgentConfig
 from vrag_rl.agent.events import AnswerEvent, CropEvent, SearchEvent, SearchResultsEvent, ThinkEvent
 from vrag_rl.agent.frontend import AgentFrontend
 from vrag_rl.agent.images import draw_box
-from vrag_rl.agent.loop import Episode
 from vrag_rl.agent.policy import Policy
-from vrag_rl.agent.prompts import Prompts
-from vrag_rl.agent.result import EpisodeResult
+from vrag_rl.vrag.config import AgentConfig
+from vrag_rl.vrag.loop import Episode
+from vrag_rl.vrag.prompts import Prompts
+from vrag_rl.vrag.result import EpisodeResult
 
 
 class EpisodeFailedError(RuntimeError):

@@ -22,7 +22,6 @@ from PIL import Image
 
 from search_engine.client import SearchClient, SearchError, SearchResultPage
 from vrag_rl.agent.actions import parse_reply
-from vrag_rl.agent.config import AgentConfig
 from vrag_rl.agent.engine import EpisodeEngine, TurnOutcome
 from vrag_rl.agent.events import (
     AgentEvent,
@@ -37,9 +36,11 @@ from vrag_rl.agent.events import (
 from vrag_rl.agent.images import map_bbox_to_page
 from vrag_rl.agent.page_images import PageImageStore
 from vrag_rl.agent.policy import Policy, image_part, text_part
-from vrag_rl.agent.prompts import Prompts
-from vrag_rl.agent.result import EpisodeResult, TurnRecord
-from vrag_rl.agent.transcript import Transcript
+from vrag_rl.agent.result import TurnRecord
+from vrag_rl.vrag.config import AgentConfig
+from vrag_rl.vrag.prompts import Prompts
+from vrag_rl.vrag.result import EpisodeResult
+from vrag_rl.vrag.transcript import Transcript
 
 
 class Episode(EpisodeEngine):
