@@ -70,6 +70,9 @@ MAX_CAPTION_WORDS = 60  # a longer block that starts "Figure 5a shows ..." is a 
 # Clustering vector paths into figures is quadratic in the number of paths: past this many on one page
 # (a map, a scatter plot of thousands of points) the page's drawings are taken as one figure.
 MAX_CLUSTERED_PATHS = 1500
+# A drawing covering at least this share of the page is its background (a slide theme's fill, a tinted
+# page), not part of a figure: the same bound above which a figure candidate is taken for the page itself.
+BACKGROUND_SHARE = 0.85
 
 
 # ---------------------------------------------------------------------------------------- shared pieces
@@ -193,6 +196,15 @@ def _is_numeric(text: str) -> bool:
 def running_key(text: str) -> str:
     """What two running headers have in common across pages: case, digits (page numbers) and spacing aside."""
     return re.sub(r"\s+", " ", _DIGITS.sub("#", text.lower())).strip()
+
+
+def _number_key(box: Box, page_w: float, page_h: float) -> str:
+    """The running key of a bare number printed in a margin band: a page number has no words to repeat,
+    so what repeats is where it sits — the band (top/bottom) and the third of the page width (a slide's
+    number in the bottom-right corner, a report's centred under the text)."""
+    band = "top" if box[3] <= RUNNING_BAND * page_h else "bottom"
+    third = min(2, int(3 * ((box[0] + box[2]) / 2) / max(page_w, 1e-6)))
+    return f"# @{band}-{('left', 'centre', 'right')[third]}"
 
 
 def _is_caption(text: str) -> bool:
@@ -380,16 +392,26 @@ def _split_paragraphs(block: _Block) -> list[list[_Line]]:
     return [p for p in parts if p]
 
 
-def _margin_kind(box: Box, text: str, running: frozenset[str], page_h: float) -> Literal["header", "footer"] | None:
-    """"header"/"footer" for short text in the outermost band, or repeated across pages in the wider band."""
+def _margin_kind(box: Box, text: str, running: frozenset[str], page_w: float,
+                 page_h: float, angle: float = 0.0) -> Literal["header", "footer"] | None:
+    """"header"/"footer" for short text in the outermost band, or repeated across pages in the wider band
+    (a bare number: by where it sits, `_number_key`). Text set sideways (`angle` ±90: a landscape page
+    in a portrait document keeps the document's running head along its side) is measured across the page:
+    its header band is the side its letters' tops point to."""
     if len(text.split()) > 25:
         return None
+    if abs(abs(angle) - 90) < 1:  # reading downwards (-90): tops point right; upwards (+90): left
+        box, page_h = ((page_w - box[2], box[1], page_w - box[0], box[3]) if angle < 0 else box), page_w
+        box = (box[1], box[0], box[3], box[2])  # the distance from the header side is now "y"
     top_band = box[3] <= RUNNING_BAND * page_h
     bottom_band = box[1] >= (1 - RUNNING_BAND) * page_h
     if not (top_band or bottom_band):
         return None
     outer = box[3] <= MARGIN_BAND * page_h or box[1] >= (1 - MARGIN_BAND) * page_h
-    if outer or running_key(text) in running:
+    key = running_key(text)
+    if not key.strip("# "):
+        key = _number_key(box, page_w, page_h)
+    if outer or key in running:
         return "header" if top_band else "footer"
     return None
 
@@ -471,8 +493,12 @@ def _compose(page_id: str, blocks: list[_Block], tables: list[_Table], figures: 
     body_bold = sum(len(ln.text) for b in blocks for ln in b.lines if ln.bold) > 0.5 * max(
         1, sum(len(ln.text) for b in blocks for ln in b.lines))
     margin: dict[int, RegionKind] = {}
+    drawn = [t.box for t in tables] + [f.box for f in figures]
     for block in blocks:
-        kind = _margin_kind(block.box, block.text, running, page_h)
+        if not running_key(block.text).strip("# ") and any(_inside(block.box, _grow(box, 1.0)) for box in drawn):
+            continue  # a bare number on a chart or in a table is its tick label or cell, not a page number
+        angles = {round(line.angle) for line in block.lines}
+        kind = _margin_kind(block.box, block.text, running, page_w, page_h, angles.pop() if len(angles) == 1 else 0.0)
         if kind is not None:
             margin[block.order] = kind
             used.add(block.order)
@@ -644,6 +670,24 @@ def _find_tables(page: pymupdf.Page) -> list:
         return page.find_tables().tables
 
 
+def _skeleton(path: Box, cluster: Box) -> bool:
+    """Whether a drawn path is the frame of its cluster rather than its content: it spans (nearly) the
+    whole cluster's width — a box's outline or fill, a title band, a horizontal axis — or it is a thin
+    line that is long (an axis, a gridline, a table's or a block's rule) or lies on the cluster's edge
+    (a frame's or a shadow's pieces). A tall filled shape is content (a column chart's highest bar).
+    What is left in a chart or diagram is its bars,
+    curves, markers, ticks, arrows and shapes; what is left in a framed block of text is nothing."""
+    width, height = max(cluster[2] - cluster[0], 1e-6), max(cluster[3] - cluster[1], 1e-6)
+    w, h = path[2] - path[0], path[3] - path[1]
+    if w >= 0.9 * width:  # a band, a fill or outline behind the rest, a horizontal axis
+        return True
+    # a horizontal line: a long rule, or a piece of the top or bottom edge (a shadow's steps); a vertical
+    # line likewise, on the left or right edge (a dot-sized piece is tested both ways)
+    horizontal = h <= 2 and (w >= 0.3 * width or min(abs(path[1] - cluster[1]), abs(path[3] - cluster[3])) <= 2)
+    vertical = w <= 2 and (h >= 0.3 * height or min(abs(path[0] - cluster[0]), abs(path[2] - cluster[2])) <= 2)
+    return horizontal or vertical
+
+
 def _pdf_figures(page: pymupdf.Page, tables: list[_Table]) -> list[_Figure]:
     """Images and clusters of vector drawings large enough to be a picture or a chart, not a table's
     rulings, not a full-page background."""
@@ -653,26 +697,32 @@ def _pdf_figures(page: pymupdf.Page, tables: list[_Table]) -> list[_Figure]:
     for info in page.get_image_info():
         box = tuple(info["bbox"])
         candidates.append(box)
+    def drawn_on_the_page(found: list) -> list:
+        # a fill behind most of the page (a slide's background, a coloured page) touches every drawing on
+        # it, so clustering would join them all into one page-sized cluster that is no figure
+        return [p for p in found if _area(tuple(p["rect"])) < BACKGROUND_SHARE * page_area]
+
     try:
-        paths = page.get_cdrawings()
+        paths = drawn_on_the_page(page.get_cdrawings())
         if len(paths) > MAX_CLUSTERED_PATHS:  # a map or a plot of many points: one picture
             clusters = [_union(tuple(p["rect"]) for p in paths)]
         else:
-            paths = page.get_drawings()
+            paths = drawn_on_the_page(page.get_drawings())
             clusters = page.cluster_drawings(drawings=paths) if paths else []
     except Exception:  # noqa: BLE001 - a malformed drawing must not cost the page its text regions
         paths, clusters = [], []
     for cluster in clusters:
-        # a chart or diagram is drawn with several paths; one or two (a banner behind a title, a frame
-        # around a text box, a rule) are decoration
+        # a chart or diagram is drawn with several paths of its own; a cluster of frames, bands and rules
+        # only (a beamer block around text, a banner behind a title, a table's rules) is decoration
         box = tuple(cluster)
-        drawn = sum(1 for path in paths if _inside(tuple(path["rect"]), _grow(box, 1.0), 0.9))
+        drawn = sum(1 for path in paths
+                    if _inside(tuple(path["rect"]), _grow(box, 1.0), 0.9) and not _skeleton(tuple(path["rect"]), box))
         if drawn >= 3:
             candidates.append(box)
     figures: list[_Figure] = []
     for box in candidates:
         w, h = box[2] - box[0], box[3] - box[1]
-        if w < 0.08 * page_box[2] or h < 0.04 * page_box[3] or _area(box) > 0.85 * page_area:
+        if w < 0.08 * page_box[2] or h < 0.04 * page_box[3] or _area(box) > BACKGROUND_SHARE * page_area:
             continue
         if any(_overlap(box, t.box) > 0.5 * _area(box) for t in tables):
             continue
@@ -685,18 +735,42 @@ def _pdf_figures(page: pymupdf.Page, tables: list[_Table]) -> list[_Figure]:
     return figures
 
 
+def upright(page: pymupdf.Page) -> pymupdf.Page:
+    """The page with its `/Rotate` baked into its content (in memory only), so text, drawings, images and
+    tables come back in the frame of the rendered page image; the page itself, for chaining.
+
+    Why: PyMuPDF reports text and drawings in the *unrotated* page's coordinates while the page image is
+    rendered rotated, so on a `/Rotate` page (landscape slides made as rotated portrait pages, a landscape
+    table in a paper, a scan stored sideways) every box landed elsewhere on the image, and the layout rules
+    (rows, columns, margins, headings) read text that runs down the page. `Page.remove_rotation` rewrites
+    the page so it looks the same at rotation 0 (the document on disk is not touched); rendering is
+    unchanged. Older PyMuPDF without it: the page is left as it is.
+    """
+    if page.rotation % 360 and hasattr(page, "remove_rotation"):
+        page.remove_rotation()
+    return page
+
+
 def running_texts(doc: pymupdf.Document, band: float = RUNNING_BAND) -> frozenset[str]:
     """`running_key`s of short text printed in the top or bottom band of at least two pages of the
     document: its running headers and footers (titles, chapter names, "Page n")."""
     seen: Counter[str] = Counter()
-    for page in doc.pages():
-        height = page.rect.height
+    pages = 0
+    for page in map(upright, doc.pages()):
+        pages += 1
+        width, height = page.rect.width, page.rect.height
         keys = set()
-        for _x1, y1, _x2, y2, text, *_ in page.get_text("blocks"):
+        for x1, y1, x2, y2, text, *_ in page.get_text("blocks"):
             if (y2 <= band * height or y1 >= (1 - band) * height) and 0 < len(text.split()) <= 25:
-                keys.add(running_key(text))
+                key = running_key(text)
+                if not key.strip("# "):  # a bare number: a page number repeats by its place, not its text
+                    key = _number_key((x1, y1, x2, y2), width, height) if _NUMERIC.match(text) else ""
+                keys.add(key)
         seen.update(keys)
-    return frozenset(key for key, count in seen.items() if count >= 2 and key.strip("# "))
+    # a bare number in one place of the margin is a page number when it is there on at least half the
+    # pages (a chart's axis or a table's last row may put a number in the band of a page or two)
+    return frozenset(key for key, count in seen.items() if count >= 2 and key.strip("# ") and (
+        not key.startswith("# @") or count >= pages / 2))
 
 
 def document_title(doc: pymupdf.Document, max_words: int = 25) -> str:
@@ -707,7 +781,7 @@ def document_title(doc: pymupdf.Document, max_words: int = 25) -> str:
     best_size, best = 0.0, []  # the spans of the largest size, from the first block that has it
     if doc.page_count:
         flags = pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES
-        for block in doc[0].get_text("dict", flags=flags)["blocks"]:
+        for block in upright(doc[0]).get_text("dict", flags=flags)["blocks"]:
             spans = [s for line in block.get("lines", []) for s in line["spans"] if s["text"].strip()]
             if not spans:
                 continue
@@ -725,7 +799,9 @@ def pdf_page_layout(page: pymupdf.Page, page_id: str, image_size: tuple[int, int
                     running: frozenset[str] = frozenset()) -> PageLayout:
     """The page's regions from its text layer (see the module doc), boxes in pixels of an image of the page
     rendered at `image_size` (width, height). `running`: the document's `running_texts`, so headers and
-    footers repeated across pages are marked even outside the outermost margin band."""
+    footers repeated across pages are marked even outside the outermost margin band. A `/Rotate` page is
+    read as it is displayed (`upright`)."""
+    upright(page)
     width, height = page.rect.width, page.rect.height
     blocks = _pdf_blocks(page)
     tables = _pdf_ruled_tables(page, blocks) if _has_rulings(page) else []

@@ -230,3 +230,90 @@ def test_ocr_paragraph_keeps_its_printed_lines():
     body = [r for r in layout.regions if r.kind in ("text", "list")]
     assert len(body) == 1 and body[0].text.split("\n") == rows
     assert not _kinds(layout, "caption")
+
+
+def _rotated_copy(source, target) -> None:
+    """Each page of `source` drawn sideways on a landscape page carrying `/Rotate 90`, which turns it back:
+    it renders exactly as the original (checked in the test), the way landscape slides made as rotated
+    pages and pdflscape tables are built, while PyMuPDF reports its text running down the page."""
+    import pymupdf
+
+    with pymupdf.open(source) as src, pymupdf.open() as out:
+        for number, page in enumerate(src):
+            new = out.new_page(width=page.rect.height, height=page.rect.width)
+            new.show_pdf_page(new.rect, src, number, rotate=90)
+            new.set_rotation(90)
+        out.save(target)
+
+
+def test_a_rotated_page_is_read_as_it_is_displayed(tmp_path):
+    import numpy as np
+    import pymupdf
+
+    built = spdf.build_structured_pdf(tmp_path / "report.pdf")
+    _rotated_copy(built.path, tmp_path / "rotated.pdf")
+    with pymupdf.open(built.path) as a, pymupdf.open(tmp_path / "rotated.pdf") as b:
+        assert b[0].rotation == 90
+        shown = [np.frombuffer(doc[0].get_pixmap(dpi=40).samples, np.uint8).astype(int) for doc in (a, b)]
+        assert np.abs(shown[0] - shown[1]).mean() < 1.0  # the same picture
+    page_ids = ["report_1", "report_2", "report_3"]
+    plain = pdf_document_layouts(str(built.path), page_ids, [IMAGE_SIZE] * 3)
+    turned = pdf_document_layouts(str(tmp_path / "rotated.pdf"), page_ids, [IMAGE_SIZE] * 3)
+    for want, got in zip(plain, turned, strict=True):
+        assert [(r.kind, r.text) for r in got.regions] == [(r.kind, r.text) for r in want.regions]
+        for r, s in zip(want.regions, got.regions, strict=True):  # boxes on the page image, where they are drawn
+            assert max(abs(u - v) for u, v in zip(r.box, s.box, strict=True)) < 3.0, (r.kind, r.text[:40])
+            assert [(c.row, c.col, c.text, c.is_header) for c in r.cells] == [
+                (c.row, c.col, c.text, c.is_header) for c in s.cells]
+
+
+def _slides(path, pages: int = 3, background: bool = True, chart_on: int | None = 0, block_on: int | None = 1):
+    """A small landscape deck built with PyMuPDF: a full-page background fill on every slide (as themes
+    draw it), a title, a slide number in the bottom-right corner, a bar chart of separate bars on
+    `chart_on` and, on `block_on`, a beamer-style block (a title band and a body fill, shadow pieces on its
+    edge) around prose."""
+    import pymupdf
+
+    doc = pymupdf.open()
+    for number in range(pages):
+        page = doc.new_page(width=363, height=272)
+        if background:
+            page.draw_rect(page.rect, color=None, fill=(0.98, 0.97, 0.93))
+        page.insert_text((12, 20), f"Slide title {number + 1}", fontsize=12)
+        page.insert_text((345, 262), str(number + 1), fontsize=7)
+        if number == chart_on:
+            page.draw_line((80, 200), (300, 200))  # the axis
+            for k, height in enumerate((60, 110, 85)):
+                page.draw_rect(pymupdf.Rect(100 + 60 * k, 200 - height, 130 + 60 * k, 200), color=(0, 0, 0),
+                               fill=(0.2, 0.4, 0.8))
+                page.insert_text((100 + 60 * k, 212), ("apples", "pears", "plums")[k], fontsize=7)
+            page.insert_text((120, 235), "Figure 1: Fruit sold", fontsize=8)
+        if number == block_on:
+            page.draw_rect(pymupdf.Rect(24, 60, 338, 74), color=None, fill=(0.5, 0.2, 0.55), radius=0.1)
+            page.draw_rect(pymupdf.Rect(24, 74, 338, 150), color=None, fill=(0.95, 0.92, 0.95), radius=0.05)
+            for step in range(4):  # a drop shadow drawn as short strokes on the right edge
+                page.draw_line((338, 62 + step), (338, 63 + step), color=(0.6, 0.6, 0.6))
+            page.insert_text((30, 70), "Theorem", fontsize=9, color=(1, 1, 1))
+            page.insert_text((30, 90), "Every bounded monotone sequence of real numbers converges.", fontsize=9)
+            page.insert_text((30, 104), "The proof uses the completeness of the real line.", fontsize=9)
+    doc.save(path)
+
+
+def test_a_chart_on_a_slide_background_is_a_figure_and_a_framed_block_is_text(tmp_path):
+    _slides(tmp_path / "deck.pdf")
+    pages = pdf_document_layouts(str(tmp_path / "deck.pdf"), ["d_1", "d_2", "d_3"], [(726, 544)] * 3)
+    figures = _kinds(pages[0], "figure")
+    assert len(figures) == 1 and {"apples", "pears", "plums"} <= {label.text for label in figures[0].labels}
+    assert figures[0].caption == "Figure 1: Fruit sold"
+    assert figures[0].box[2] - figures[0].box[0] < 0.8 * 726  # the chart, not the slide
+    block = pages[1]
+    assert not _kinds(block, "figure")
+    assert any("bounded monotone sequence" in r.text for r in block.regions if r.kind in ("text", "list"))
+
+
+def test_slide_numbers_in_one_corner_are_footers_but_a_charts_numbers_are_not(tmp_path):
+    _slides(tmp_path / "deck.pdf", pages=4, block_on=None)
+    pages = pdf_document_layouts(str(tmp_path / "deck.pdf"), [f"d_{k}" for k in range(1, 5)], [(726, 544)] * 4)
+    for number, page in enumerate(pages, start=1):
+        assert [r.text for r in _kinds(page, "footer")] == [str(number)]
+        assert str(number) not in [r.text for r in page.regions if r.kind in ("text", "heading")]
