@@ -54,6 +54,8 @@ def ingest(
     ocr_lang: Annotated[str | None, typer.Option(
         help="tesseract languages, e.g. 'chi_sim+eng'; default env VRAG_OCR_LANG, else 'auto' (English, then "
              "the installed CJK packs when English reads poorly)")] = None,
+    ocr_figures: Annotated[bool, typer.Option(
+        help="OCR the pictures of text-layer pages (a raster chart's labels; at most 3 a page)")] = True,
     segment_seconds: Annotated[float, typer.Option(min=0.5, help="videos: seconds per retrieved segment")] = 10.0,
     video_fps: Annotated[float, typer.Option(min=0.01, max=30.0, help="videos: frames sampled per second")] = 1.0,
     video_max_frames: Annotated[int, typer.Option(min=1, max=64, help="videos: frame cap per segment")] = 8,
@@ -64,8 +66,8 @@ def ingest(
     from search_engine.ingest import Ingestor
 
     ingestor = Ingestor(index, visual_model=_model_option(visual_model), text_model=_model_option(text_model),
-                        device=device, dpi=dpi, ocr=ocr, ocr_lang=ocr_lang, progress=not quiet,
-                        embed_batch_size=batch_size)
+                        device=device, dpi=dpi, ocr=ocr, ocr_lang=ocr_lang, ocr_figures=ocr_figures,
+                        progress=not quiet, embed_batch_size=batch_size)
     from search_engine.video import VideoOptions
 
     ingestor.video = VideoOptions(segment_s=segment_seconds, fps=video_fps, max_frames=video_max_frames, ocr=ocr)

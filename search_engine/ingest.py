@@ -120,7 +120,8 @@ class Ingestor:
     def __init__(self, index_dir: str | Path, visual_model: str | None = AUTO, text_model: str | None = AUTO, *,
                  visual_embedder: Embedder | None = None, text_embedder: Embedder | None = None,
                  device: str = "auto", dpi: int = 144, max_side: int = 1600, ocr: bool = True,
-                 ocr_lang: str | None = None, chunk_pages: int = 16, jpeg_quality: int = 90, progress: bool = True,
+                 ocr_lang: str | None = None, ocr_figures: bool = True, chunk_pages: int = 16,
+                 jpeg_quality: int = 90, progress: bool = True,
                  progress_callback: ProgressCallback | None = None, embed_batch_size: int = 4,
                  video: VideoOptions | None = None):
         self.index_dir = Path(index_dir)
@@ -128,6 +129,7 @@ class Ingestor:
         self._running: frozenset[str] = frozenset()  # the current PDF's running headers/footers
         self._title = ""  # the current PDF's title (prefixed to its regions' search text)
         self.dpi, self.max_side, self.ocr = dpi, max_side, ocr
+        self.ocr_figures = ocr_figures  # OCR pictures on text-layer pages (search_engine.figure_ocr)
         if ocr:  # a language pack that is not installed fails here, before any page is rendered
             from search_engine.text_extraction import resolve_ocr_lang
 
@@ -461,8 +463,14 @@ class Ingestor:
                     layer = texts[rendered.page_number - 1] if texts and rendered.page_number <= len(texts) else ""
                     text, text_source, reading = page_reading(layer, rendered.image, ocr=self.ocr,
                                                               ocr_lang=self.ocr_lang)
-                layouts.append(_page_layout(pdf, rendered.page_number, page_id, (rendered.width, rendered.height),
-                                            text_source, reading, self._running))
+                layout = _page_layout(pdf, rendered.page_number, page_id, (rendered.width, rendered.height),
+                                      text_source, reading, self._running)
+                if self.ocr and self.ocr_figures and text_source == "pdf":  # words inside pictures are pixels
+                    from search_engine.figure_ocr import read_figures
+
+                    figure_text = read_figures(layout, rendered.image, self.ocr_lang, text)
+                    text = f"{text}\n{figure_text}" if figure_text else text
+                layouts.append(layout)
                 records.append(PageRecord(page_id=page_id, doc_id=doc_id, page_number=rendered.page_number,
                                           image_path=rel.as_posix(), width=rendered.width, height=rendered.height,
                                           source_path=str(path.resolve()), text=text, text_source=text_source,

@@ -868,6 +868,36 @@ def layout_from_ocr_lines(lines: Sequence[OcrLine], page_id: str, image_size: tu
                     frozenset(), "ocr")
 
 
+def unread_figures(layout: PageLayout) -> list[Region]:
+    """The figures of a text-layer page that carry no text of their own: pictures whose words (a raster
+    chart's ticks and legend, a screenshot's labels, a scanned diagram's callouts) are pixels, which only
+    OCR can read (`add_figure_reading`). Largest first, so a cap on OCR time reads the main figures."""
+    if layout.source != "pdf":
+        return []
+    found = [r for r in layout.regions if r.kind == "figure" and not r.text.strip() and not r.labels]
+    return sorted(found, key=lambda r: -_area(r.box))
+
+
+def add_figure_reading(region: Region, lines: Sequence[OcrLine], origin: tuple[float, float]) -> None:
+    """Lines OCR read from a crop of the page image whose top-left corner is `origin` (page-image pixels)
+    become the figure's labels (pieces split at wide gaps, as a chart prints them) and its text, so search
+    and the chart reader see a raster figure's words as they see a vector chart's."""
+    dx, dy = origin
+    labels: list[Label] = []
+    texts: list[str] = []
+    for line in lines:
+        pieces = _ocr_pieces(line) if line.words else [_Piece(line.text, tuple(map(float, line.box)), 1.0)]  # type: ignore[arg-type]
+        for piece in pieces:
+            if piece.text.strip():
+                x1, y1, x2, y2 = piece.box
+                labels.append(Label(piece.text.strip(), (round(x1 + dx, 1), round(y1 + dy, 1),
+                                                         round(x2 + dx, 1), round(y2 + dy, 1))))
+        if line.text.strip():
+            texts.append(line.text.strip())
+    region.labels = labels
+    region.text = "\n".join(texts)
+
+
 def ocr_page_layout(image: Image.Image, page_id: str, lang: str | None = None) -> PageLayout:
     """OCR the image once (`lang` as `text_extraction.resolve_ocr_lang`) and return its layout."""
     from search_engine.text_extraction import ocr_reading

@@ -21,6 +21,9 @@ AUTO_FALLBACK_LANGS = ("chi_sim", "chi_tra", "jpn", "kor")
 # on upstream's example corpus English slides read at 69-94, Chinese slides read as English at 18-53.
 AUTO_MIN_CONFIDENCE = 60.0
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af\u3000-\u303f\uff00-\uffef"
+# Tesseract's page segmentation for sparse text (`--psm 11`): find as much text as possible in no particular
+# order — a chart's scattered ticks, values and legend, which the default (a page of text blocks) skips.
+SPARSE_TEXT = "--psm 11"
 _CJK_GAP = re.compile(f"(?<=[{_CJK}]) +(?=[{_CJK}])")
 
 
@@ -182,17 +185,18 @@ def _line(data: dict[str, list], indices: list[int]) -> OcrLine:
                    int(data["par_num"][first]))
 
 
-def _read_lines(image: Image.Image, lang: str) -> list[OcrLine]:
+def _read_lines(image: Image.Image, lang: str, config: str = "") -> list[OcrLine]:
     """Lines in tesseract's reading order (block by block, so columns stay apart), plus the light-on-dark
-    text of dark bands (title bars, dark frames) read inverted and placed by their height on the page."""
+    text of dark bands (title bars, dark frames) read inverted and placed by their height on the page.
+    `config`: tesseract options (e.g. `SPARSE_TEXT`)."""
     pytesseract = _checked_tesseract()
-    data = pytesseract.image_to_data(image, lang=lang, output_type=pytesseract.Output.DICT)
+    data = pytesseract.image_to_data(image, lang=lang, config=config, output_type=pytesseract.Output.DICT)
     lines = [_line(data, indices) for indices in _group_words(data).values()]
-    extra = _read_dark_bands(image, lang, lines)
+    extra = _read_dark_bands(image, lang, lines, config)
     return _merged_by_height(lines, extra) if extra else lines
 
 
-def _read_dark_bands(image: Image.Image, lang: str, read: list[OcrLine]) -> list[OcrLine]:
+def _read_dark_bands(image: Image.Image, lang: str, read: list[OcrLine], config: str = "") -> list[OcrLine]:
     """Lines of the page's dark bands (`search_engine.ocr_polarity`) read inverted; words the normal pass
     already read (their centre inside one of its word boxes) are dropped, so nothing is read twice."""
     pytesseract = _checked_tesseract()
@@ -200,7 +204,8 @@ def _read_dark_bands(image: Image.Image, lang: str, read: list[OcrLine]) -> list
     first_block = max((line.block for line in read), default=0) + 1
     lines: list[OcrLine] = []
     for number, box in enumerate(dark_bands(image)):
-        data = pytesseract.image_to_data(inverted(image, box), lang=lang, output_type=pytesseract.Output.DICT)
+        data = pytesseract.image_to_data(inverted(image, box), lang=lang, config=config,
+                                         output_type=pytesseract.Output.DICT)
         for i in range(len(data["text"])):
             data["left"][i] += box[0]
             data["top"][i] += box[1]
@@ -228,22 +233,22 @@ def mean_confidence(lines: list[OcrLine]) -> float:
     return sum(line.confidence * (len(line.words) or 1) for line in lines) / words if words else 0.0
 
 
-def ocr_lines(image: Image.Image, lang: str | None = None, scale: float = 1.0) -> list[OcrLine]:
+def ocr_lines(image: Image.Image, lang: str | None = None, scale: float = 1.0, config: str = "") -> list[OcrLine]:
     """Text lines with their boxes, top to bottom, so callers can find *where* something is printed.
 
     `lang` is a tesseract language spec or "auto" (see `resolve_ocr_lang`; default env VRAG_OCR_LANG,
     else "auto"). `scale` > 1 reads an enlarged copy (tesseract misses text under ~10 px high) and
-    maps the boxes back to `image`'s pixels.
+    maps the boxes back to `image`'s pixels. `config`: tesseract options (`SPARSE_TEXT` for a chart).
     """
     if scale != 1.0:
         size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
-        lines = _ocr(image.convert("RGB").resize(size, Image.Resampling.LANCZOS), lang)
+        lines = _ocr(image.convert("RGB").resize(size, Image.Resampling.LANCZOS), lang, config)
         for line in lines:
             line.box = _scaled(line.box, 1 / scale)
             for word in line.words:
                 word.box = _scaled(word.box, 1 / scale)
     else:
-        lines = _ocr(image, lang)
+        lines = _ocr(image, lang, config)
     return sorted(lines, key=lambda line: (line.box[1], line.box[0]))
 
 
@@ -251,18 +256,18 @@ def _scaled(box: tuple[int, int, int, int], factor: float) -> tuple[int, int, in
     return (int(box[0] * factor), int(box[1] * factor), int(round(box[2] * factor)), int(round(box[3] * factor)))
 
 
-def _ocr(image: Image.Image, lang: str | None) -> list[OcrLine]:
+def _ocr(image: Image.Image, lang: str | None, config: str = "") -> list[OcrLine]:
     """Lines in reading order, in the configured language or the most confident automatic one."""
     lang = resolve_ocr_lang(lang)
     rgb = image.convert("RGB")
     if lang != "auto":
-        return _read_lines(rgb, lang)
-    best = _read_lines(rgb, "eng") if "eng" in _installed_langs() else []
+        return _read_lines(rgb, lang, config)
+    best = _read_lines(rgb, "eng", config) if "eng" in _installed_langs() else []
     best_confidence = mean_confidence(best)
     if best and best_confidence >= AUTO_MIN_CONFIDENCE:
         return best
     for fallback in _auto_fallbacks():
-        lines = _read_lines(rgb, fallback)
+        lines = _read_lines(rgb, fallback, config)
         confidence = mean_confidence(lines)
         if confidence > best_confidence:
             best, best_confidence = lines, confidence

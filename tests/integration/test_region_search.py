@@ -182,3 +182,21 @@ def test_api_and_client_return_regions_and_layouts(engine):
         assert {(c.row, c.col): c.text for c in table.cells}[(2, 3)] == "9"
     finally:
         server.stop()
+
+
+def test_ingestion_reads_the_words_of_a_raster_chart(tmp_path):
+    """A chart pasted as a picture: ingestion OCRs it, so its labels are in the stored layout and its words
+    are searched (the page text and the figure region)."""
+    from testkit.raster_chart_pdf import CATEGORIES, build_raster_chart_pdf
+
+    pdf = build_raster_chart_pdf(tmp_path / "sales.pdf")
+    index_dir = tmp_path / "index"
+    report = Ingestor(index_dir, visual_model=None, text_model="minilm", progress=False).add([pdf])
+    assert not report.failed, report.failed
+    engine = SearchEngine.load(index_dir)
+    figure = next(r for r in engine.page_layout("sales_1").regions if r.kind == "figure")
+    assert {name for name, _ in CATEGORIES} <= {label.text for label in figure.labels}
+    hit = engine.search("units sold in the South region", top_k=1)[0]
+    assert hit.page_id == "sales_1" and any(r.region_id == figure.region_id for r in hit.regions)
+    manifest = json.loads((index_dir / "manifest.json").read_text())
+    assert "South" in manifest["pages"]["sales_1"]["text"]
