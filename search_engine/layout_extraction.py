@@ -302,6 +302,29 @@ def _aligned_tables(lines: list[_Line], min_rows: int = 3) -> list[_Table]:
     return tables
 
 
+def _text_columns(lines: list[_Line], min_words: int = 5) -> list[list[_Line]]:
+    """The page's lines split into its text columns, or [] on a one-column page. Columns are the x-ranges
+    that lines of prose (≥ `min_words` words) cover, merged where they overlap: a two-column paper gives two,
+    with the gutter between them; a page whose prose spans the width gives one. Each line goes to the column
+    holding its centre. Short lines (table cells, labels) do not make columns, so a table's own columns
+    never split it."""
+    spans = sorted((ln.box[0], ln.box[2]) for ln in lines if len(ln.text.split()) >= min_words)
+    columns: list[list[float]] = []
+    for x1, x2 in spans:
+        if columns and x1 <= columns[-1][1]:
+            columns[-1][1] = max(columns[-1][1], x2)
+        else:
+            columns.append([x1, x2])
+    if len(columns) < 2:
+        return []
+    groups: list[list[_Line]] = [[] for _ in columns]
+    for line in lines:
+        centre = (line.box[0] + line.box[2]) / 2
+        nearest = min(range(len(columns)), key=lambda k: max(columns[k][0] - centre, centre - columns[k][1], 0.0))
+        groups[nearest].append(line)
+    return groups
+
+
 def _grid_table(rows: list[list[_Piece]], bands: list[tuple[float, float]]) -> _Table:
     grid: list[list[tuple[str, Box]]] = []
     bold_rows = []
@@ -810,6 +833,10 @@ def pdf_page_layout(page: pymupdf.Page, page_id: str, image_size: tuple[int, int
     taken = [t.box for t in tables] + [f.box for f in figures]
     free_lines = [line for b in blocks for line in b.lines if not any(_inside(line.box, box) for box in taken)]
     tables += _aligned_tables(free_lines)
+    # a table in one column of a two-column page: its rows share their height with the other column's
+    # prose, which the page-wide run joins into the same printed rows; each column alone shows it
+    for column in _text_columns(free_lines):
+        tables += [t for t in _aligned_tables(column) if not any(_overlap(t.box, o.box) > 0 for o in tables)]
     scale = (image_size[0] / max(width, 1e-6), image_size[1] / max(height, 1e-6))
     return _compose(page_id, blocks, tables, figures, width, height, scale, image_size, running, "pdf")
 

@@ -317,3 +317,30 @@ def test_slide_numbers_in_one_corner_are_footers_but_a_charts_numbers_are_not(tm
     for number, page in enumerate(pages, start=1):
         assert [r.text for r in _kinds(page, "footer")] == [str(number)]
         assert str(number) not in [r.text for r in page.regions if r.kind in ("text", "heading")]
+
+
+def test_an_unruled_table_in_one_column_of_a_two_column_page_is_a_table(tmp_path):
+    """Its rows share their height with the other column's prose, which a page-wide row search joins to
+    them; read column by column it is a table, with its caption."""
+    import pymupdf
+
+    prose = ("Harbour pilots board arriving ships at the outer anchorage and bring them to their berths in all "
+             "weathers, day and night, throughout the year.")
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    for k in range(14):  # the left column: prose from top to bottom
+        page.insert_text((50, 80 + 14 * k), prose[: 60 + (k % 3) * 5][:62], fontsize=9)
+    page.insert_text((320, 80), "Pilots work in shifts of twelve hours at the station.", fontsize=9)
+    page.insert_text((320, 110), "Table 3. Pilot boats by station.", fontsize=9)
+    rows = [("Station", "Boats", "Crew"), ("North", "4", "12"), ("South", "2", "7"), ("Bay", "3", "9")]
+    for r, row in enumerate(rows):
+        for c, cell in enumerate(row):
+            page.insert_text((330 + 70 * c, 130 + 14 * r), cell, fontsize=9)
+    page.insert_text((320, 200), "The boats of the north station are the newest of the fleet.", fontsize=9)
+    doc.save(tmp_path / "two_columns.pdf")
+    layout = pdf_document_layouts(str(tmp_path / "two_columns.pdf"), ["tc_1"], [(1191, 1684)])[0]
+    tables = _kinds(layout, "table")
+    assert len(tables) == 1 and tables[0].caption == "Table 3. Pilot boats by station."
+    cells = {(c.row, c.col): c.text for c in tables[0].cells}
+    assert cells[(0, 1)] == "Boats" and cells[(2, 0)] == "South" and cells[(2, 2)] == "7"
+    assert tables[0].box[0] > 1191 / 2  # in the right column only
