@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from search_engine.page_layout import Box, Label, PageLayout, Region, RegionKind, TableCell
+from search_engine.text_extraction import CONTROL_CHARACTERS
 
 if TYPE_CHECKING:  # pragma: no cover
     import pymupdf
@@ -590,6 +591,8 @@ def _pdf_blocks(page: pymupdf.Page) -> list[_Block]:
             continue
         lines = []
         for raw_line in raw["lines"]:
+            for span in raw_line["spans"]:  # glyphs of a font without a Unicode map come out as control codes
+                span["text"] = CONTROL_CHARACTERS.sub("", span["text"])
             spans = [s for s in raw_line["spans"] if s["text"].strip()]
             if not spans:
                 continue

@@ -24,6 +24,9 @@ _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af\u3000-
 # Tesseract's page segmentation for sparse text (`--psm 11`): find as much text as possible in no particular
 # order — a chart's scattered ticks, values and legend, which the default (a page of text blocks) skips.
 SPARSE_TEXT = "--psm 11"
+# C0 control characters other than tab and newline: what PyMuPDF returns for the glyphs of a font without a
+# Unicode map (TeX math fonts in older PDFs print "\x00" for a bracket); they mean nothing to a reader
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _CJK_GAP = re.compile(f"(?<=[{_CJK}]) +(?=[{_CJK}])")
 
 
@@ -49,8 +52,9 @@ class OcrLine:
 
 def _normalise(text: str) -> str:
     """One space between words, none between CJK characters (tesseract puts spaces between Chinese
-    characters; they would break words apart for BM25 and the embedder)."""
-    return _CJK_GAP.sub("", re.sub(r"\s+", " ", text)).strip()
+    characters; they would break words apart for BM25 and the embedder), no control characters (what a PDF
+    font without a Unicode map gives for its glyphs)."""
+    return _CJK_GAP.sub("", re.sub(r"\s+", " ", CONTROL_CHARACTERS.sub("", text))).strip()
 
 
 def installed_ocr_langs() -> list[str]:
