@@ -31,7 +31,8 @@ _MONEY_CJK = re.compile(r"收入|营收|利润|成本|价格|费用|预算|工�
 _TIME_PHRASE = re.compile(r"(?:^|[,;:]\s*)(?:since |until )?when\b|"
                           r"\b(what year|which year|what date|which date|in what year|what month)\b|"
                           r"哪一?年|何时|什么时候|日期")
-_ENTITY_START = re.compile(r"^\s*(which|who|whom|whose|where)\b|\b(which|who|whom|whose)\b|哪[个些家里位]|谁")
+_ENTITY_START = re.compile(r"^\s*(which|who|whom|whose|where)\b|\b(which|who|whom|whose)\b|"
+                           r"哪一?[个些家里位所种类款条项列行部本名]|谁")
 _SUPERLATIVE_MAX = re.compile(r"\b(most|largest|highest|biggest|greatest|top|maximum|best|leading)\b|"
                               r"最(多|大|高|常|主要)")
 _SUPERLATIVE_MIN = re.compile(r"\b(least|lowest|smallest|fewest|minimum|worst)\b|最(少|小|低)")
@@ -117,17 +118,83 @@ def chart_part(question: str) -> str:
     return ""
 
 
+# Verbs by which a question quotes the document rather than saying what it is about ("which plant does the
+# lecture *call* the most primitive", "which software does the slide *mention*", "what is *listed* last").
+# General English, like the stopwords: a page rarely prints them, and a term the page does not print weighs
+# most (`relevance.TermWeights`), so counted they would make a page that answers look like one that does not.
+PHRASING_VERBS = frozenset(
+    "call called calling describe described describes mention mentioned mentions stated say says said give gives "
+    "given gave list listed lists name named names refer refers referred note noted notes according".split()
+)
+
+
+def says_superlative(text: str, sign: int) -> bool:
+    """Whether a text states a superlative of the sign asked (+1 "largest", "best", 最高; -1 "least")."""
+    return bool((_SUPERLATIVE_MAX if sign > 0 else _SUPERLATIVE_MIN).search(text.lower()))
+
+
+def superlative_phrase(question: str) -> str:
+    """The question's superlative with the word after it ("largest cities"), lowercased; "" for none."""
+    q = question.lower()
+    marker = _SUPERLATIVE_MAX.search(q) or _SUPERLATIVE_MIN.search(q)
+    if marker is None:
+        return ""
+    following = re.match(r"\s*([^\W\d_]+)", q[marker.end():])
+    return f"{marker.group(0)} {following.group(1)}" if following and not has_cjk(marker.group(0)) else marker.group(0)
+
+
+def names_superlative(question: str, titles: str) -> bool:
+    """Whether the page's titles or captions print the question's superlative phrase ("Table 1: Largest
+    cities in the world" for "the population of Peking in the largest cities table"): there it is the
+    name of what the question points at, not what it asks for (the largest one)."""
+    phrase = superlative_phrase(question)
+    if not phrase or not titles:
+        return False
+    printed = " ".join(stem(w) for w in words_of(titles)) if " " in phrase else titles.lower()
+    wanted = " ".join(stem(w) for w in phrase.split()) if " " in phrase else phrase
+    return re.search(r"(?<![\w])" + re.escape(wanted) + r"(?![\w])", printed) is not None
+
+
+_WHICH_LATIN = re.compile(r"\b(?:which|what)\s+((?:[\w’'-]+\s+){0,3}[\w’'-]+)", re.I)
+_WHICH_CJK = re.compile(r"哪一?[个些家里位所种类款条项列行部本名]([\u4e00-\u9fff]{1,2})|什么([\u4e00-\u9fff]{1,2})")
+
+
+def which_head(question: str) -> list[str]:
+    """The noun a "which/what X" question asks about, as the document would print it after the answer's
+    own name ("which line" → the page's "Wallace line", "which package" → "the appendixnumberbeamer
+    package", 哪所大学 → 哈尔滨工业大学): the words after "which"/"what" up to the first function word,
+    last first (the head noun ends an English noun phrase); for Chinese the one or two characters after
+    哪 and its measure word (or after 什么). [] when the question has no such phrase."""
+    from vrag_rl.reader.terms import STOPWORDS  # (terms imports nothing from here: no cycle)
+
+    for match in _WHICH_LATIN.finditer(question):
+        words = []
+        for word in match.group(1).split():
+            if word.lower() in STOPWORDS:
+                break
+            words.append(word.lower().strip("’'"))
+        if words:
+            return list(reversed(words))
+    match = _WHICH_CJK.search(question)
+    if match:
+        return [match.group(1) or match.group(2)]
+    return []
+
+
 def form_words(question: str) -> set[str]:
     """The question's words that say what kind of answer it wants ("most", "largest"), not its topic."""
     return {w for w in re.findall(r"[a-z]+", question.lower()) if _SUPERLATIVE_MAX.fullmatch(w)
             or _SUPERLATIVE_MIN.fullmatch(w)}
 
 
-def question_form(question: str) -> QuestionForm:
-    """Classify the question by its form words (English and Chinese), never by its topic."""
+def question_form(question: str, titles: str = "") -> QuestionForm:
+    """Classify the question by its form words (English and Chinese), never by its topic. `titles`: the
+    page's headings and captions, which may print the question's superlative as a name (`names_superlative`)."""
     q = question.lower()
     entity = bool(_ENTITY_START.search(q))
     superlative = 1 if _SUPERLATIVE_MAX.search(q) else -1 if _SUPERLATIVE_MIN.search(q) else 0
+    if superlative and names_superlative(question, titles):
+        superlative = 0
     if superlative and re.match(r"^\s*what\b", q) and not _QUANTITY_PHRASE.search(q):
         # "what is the most used app": a name, unless it asks for the amount ("what share ... most", "what is
         # the maximum value / the highest price": the superlative's own noun is a quantity)

@@ -22,20 +22,27 @@ No word lists, thresholds or rules fitted to a document set: the cues are the qu
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from search_engine.lexical import has_cjk
 from search_engine.page_layout import Box, PageLayout, Region
 from vrag_rl.reader import charts, figures, spans, tables
 from vrag_rl.reader.geometry import intersects, union
-from vrag_rl.reader.question import QuestionForm, chart_part, form_words, question_form
+from vrag_rl.reader.question import (
+    PHRASING_VERBS,
+    QuestionForm,
+    chart_part,
+    form_words,
+    question_form,
+    says_superlative,
+)
 from vrag_rl.reader.relevance import MIN_COVERAGE, Embedder, TermWeights, terms_of
-from vrag_rl.reader.terms import content_terms
+from vrag_rl.reader.terms import CJK_RUN, content_terms, fold, words_of
 from vrag_rl.reader.values import number_of
 
 TEXT_KINDS = ("text", "heading", "list", "caption")
-_SUPER_MAX = re.compile(r"\b(most|largest|highest|biggest|greatest|top|maximum|leading)\b|最(多|大|高)", re.I)
-_SUPER_MIN = re.compile(r"\b(least|lowest|smallest|fewest|minimum)\b|最(少|小|低)", re.I)
+TITLE_WORDS = 12  # a title is a line, not a paragraph: at most this many words
 
 
 @dataclass
@@ -85,15 +92,21 @@ class Reader:
 
     def rank(self, question: str, layout: PageLayout, within: Box | None = None, context: str = "") -> list[Reading]:
         """Every candidate answer that fits the question's form, best first (supported or not)."""
-        form = question_form(question)
+        layout = _joined(_folded(layout))
+        names = " ".join(r.text for r in layout.regions if r.kind in ("heading", "header", "footer", "caption"))
+        names += " " + " ".join(r.caption for r in layout.regions if r.caption)
+        form = question_form(question, names)
         all_terms = set(content_terms(question))
-        q_terms = [t for t in content_terms(question) if t not in form_words(question)]
+        printed = set().union(set(), *(terms_of(f"{r.text} {r.caption}") for r in layout.regions))
+        # a verb that quotes the document ("does the lecture call") counts only where the page prints it
+        q_terms = [t for t in content_terms(question) if t not in form_words(question)
+                   and (t not in PHRASING_VERBS or t in printed)]
         if not q_terms:
             return []
         # the page's running header/footer, its title, its id and the caller's context name the document:
         # half credit (see TermWeights), and they locate nothing within the page
         titles = [r for r in layout.regions if r.kind in ("header", "footer", "heading")]
-        titles += [r for r in layout.regions[:1] if len(r.text.split()) <= 12]  # a cover's or slide's title
+        titles += [r for r in layout.regions[:1] if len(r.text.split()) <= TITLE_WORDS]  # a cover's or slide's title
         page_terms = set().union(set(), *(terms_of(r.text) for r in titles))
         page_terms |= terms_of(re.sub(r"[_\-.]+", " ", layout.page_id)) | terms_of(context)
         ignore = frozenset(page_terms)
@@ -119,6 +132,12 @@ class Reader:
         candidates = [c for c in candidates if c.fits and c.answer.strip()]
         if not candidates:
             return []
+        cover = _cover(layout)
+        if cover:  # a title page's lines describe each other: each reads with all of them
+            cover_terms = set().union(*(terms_of(r.text) for r in cover))
+            for candidate in candidates:
+                if any(candidate.region_id == r.region_id for r in cover):
+                    candidate.found |= cover_terms
         weights = TermWeights(q_terms, [c.own for c in candidates])
         cosines = self.embedder.cosines(question, [c.scored_text for c in candidates])
         readings = []
@@ -133,9 +152,11 @@ class Reader:
                      - (0.0 if candidate.pinned else 0.3))
             if form.figure and candidate.kind == "figure":
                 score += 0.15
+            if form.entity and candidate.answer == candidate.evidence and candidate.own:
+                # no name read out of it: evidence that mostly repeats the question names nothing new
+                score -= 0.25 * len(candidate.own & all_terms) / len(candidate.own)
             if form.superlative:
-                same = _SUPER_MAX if form.superlative > 0 else _SUPER_MIN
-                if same.search(candidate.evidence):
+                if says_superlative(candidate.evidence, form.superlative):
                     score += 0.15
             if not candidate.pinned:
                 coverage = min(coverage, MIN_COVERAGE - 1e-6)  # a cell the question does not pin is no answer
@@ -222,6 +243,86 @@ class Reader:
         return out
 
 
+_LIST_MARK = re.compile(r"^\s*(?:\d+[.)]|\(?[a-z][.)]|\[\d+\])\s")
+
+
+def _cover(layout: PageLayout) -> list[Region]:
+    """The lines of a title page (a deck's first slide, a report's cover): a page of at least three lines
+    of words (titles or plain text; headers and footers aside), none of them a paragraph, a sentence
+    followed by another, or a numbered or bulleted item. Such lines — title, author, affiliation, date —
+    say nothing alone ("Matthias Vogelgesang"); together they say who wrote what, where and when. []
+    when the page is no such page."""
+    lines = [r for r in layout.regions if r.kind not in ("header", "footer") and re.search(r"[^\W\d_]", r.text)]
+    if len(lines) < 3 or any(r.kind not in ("heading", "text") for r in lines):
+        return []
+    for region in lines:
+        text = region.text.strip()
+        if (len(text.split()) > TITLE_WORDS or len(CJK_RUN.sub("", text)) < len(text) - 2 * TITLE_WORDS
+                or "\n" in text or _LIST_MARK.match(text) or spans.items_of(text)[-1][1]
+                or len(spans.sentences_of(text)) > 1):
+            return []
+    return lines
+
+
+def _folded(layout: PageLayout) -> PageLayout:
+    """The layout with typographic ligatures written out (`terms.fold`) in every text it holds, so that
+    the page's "ﬂowering" is the question's "flowering" and an answer quotes plain letters."""
+    def has(text: str) -> bool:
+        return fold(text) != text
+
+    if not any(has(r.text) or has(r.caption) or any(has(c.text) for c in r.cells)
+               or any(has(lb.text) for lb in r.labels) for r in layout.regions):
+        return layout
+    regions = [replace(r, text=fold(r.text), caption=fold(r.caption),
+                       cells=[replace(c, text=fold(c.text)) for c in r.cells],
+                       labels=[replace(lb, text=fold(lb.text)) for lb in r.labels]) for r in layout.regions]
+    return replace(layout, regions=regions)
+
+
+_OPEN_ENDS = spans.FUNCTION_WORDS  # words a sentence does not end on
+_CJK_STOP = "。！？；：.!?;:"
+
+
+def _continues(previous: Region, following: Region) -> bool:
+    """Whether `following` is the rest of `previous`'s sentence, cut into a region of its own by the text
+    layer (a slide's wrapped bullet, a CJK line that the layout made a region, a URL set on its own line
+    after "from"): the first stops where no sentence stops — on a comma or a function word, or mid-way
+    through CJK text — and the second lies right below it."""
+    if previous.kind not in ("text", "list") or following.kind not in ("text", "list"):
+        return False
+    a, b = previous.text.rstrip(), following.text.lstrip()
+    if not a or not b:
+        return False
+    px1, py1, px2, py2 = previous.box
+    fx1, fy1, fx2, fy2 = following.box
+    line = max(1.0, fy2 - fy1)
+    if fy1 < py1 or fy1 - py2 > line or min(px2, fx2) <= max(px1, fx1):
+        return False  # not right below it, or not under it
+    if fx1 < px1 - line or px2 < fx2 - line:
+        return False  # a wrapped line starts no further left and the line it wraps from reaches as far right
+    if has_cjk(a[-1]) and has_cjk(b[0]):
+        return a[-1] not in _CJK_STOP
+    words = words_of(a[-40:])
+    first = words_of(b[:40])
+    return (a[-1] in ",，、-–" or (bool(words) and a[-1].isalnum() and words[-1] in _OPEN_ENDS)
+            or (bool(first) and b[0].islower() and first[0] in _OPEN_ENDS and a[-1].isalnum()))
+
+
+def _joined(layout: PageLayout) -> PageLayout:
+    """The layout with each region that continues the sentence of the one before it (`_continues`)
+    joined to it: one region, one box, the sentence whole."""
+    regions: list[Region] = []
+    for region in layout.regions:
+        if regions and _continues(regions[-1], region):
+            last = regions[-1]
+            joiner = "" if has_cjk(last.text.rstrip()[-1:]) and has_cjk(region.text.lstrip()[:1]) else " "
+            regions[-1] = replace(last, text=last.text.rstrip() + joiner + region.text.lstrip(),
+                                  box=union([last.box, region.box]))
+        else:
+            regions.append(region)
+    return layout if len(regions) == len(layout.regions) else replace(layout, regions=regions)
+
+
 def _defined_terms(regions: list[Region]) -> dict[str, str]:
     """A definition list's term for each region of its description: a short line at the outer margin
     ("--max-ppsize=N", "Parameter name") followed by paragraphs indented to its right, which it names
@@ -289,7 +390,7 @@ def _text(region: Region, question: str, form: QuestionForm, context: str, kind:
     for sentence in spans.sentences_of(region.text):
         answer, fit = spans.answer_span(sentence.text, question, form, ignore)
         if form.superlative and not form.wants_value:  # "which is highest": only a sentence that says so
-            fit = fit if (_SUPER_MAX if form.superlative > 0 else _SUPER_MIN).search(sentence.text) else 0
+            fit = fit if says_superlative(sentence.text, form.superlative) else 0
         bonus = 0.1 if fit == 2 else -0.1 if form.entity and answer == sentence.text else 0.0
         out.append(_Candidate(answer, sentence.text, _band(region, sentence), region.region_id, kind,
                               sentence.text, terms_of(f"{sentence.text} {around}"), terms_of(sentence.text),

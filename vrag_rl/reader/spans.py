@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from search_engine.lexical import has_cjk
-from vrag_rl.reader.question import QuestionForm
+from vrag_rl.reader.question import QuestionForm, which_head
 from vrag_rl.reader.terms import STOPWORDS, content_terms, fuzzy_in, stem, words_of
 from vrag_rl.reader.values import _REFERENCE_LABEL, Value, named_in, values_in
 
@@ -44,15 +44,34 @@ def _joins(previous: str, following: str) -> bool:
     return bool(following.strip()) and (end.isalnum() or end in ",，、-") and not ends_in_value
 
 
+# A bullet glyph standing alone before an item: "•", "‣", "▶", "■", "◦", "➤", "✓", or a symbol font's bullet
+# (private use U+F0xx, as Wingdings bullets come out of PDFs). Slides print bullets, and a text layer read
+# into one string keeps them where its line breaks are gone ("▶ Humid and rich ▶ Numerous borders ...").
+_BULLET = re.compile(r"(?:^|(?<=\s))[\u2022\u2023\u2043\u2219\u25a0-\u25ff\u2605\u2606\u2713\u2714"
+                     r"\u2794\u2798-\u27af\uf000-\uf0ff](?=\s)")
+
+
+def items_of(line: str) -> list[tuple[str, bool]]:
+    """A printed line cut at its bullets: (piece, whether it starts a bulleted item), bullets removed."""
+    cuts = [m.start() for m in _BULLET.finditer(line)]
+    if not cuts:
+        return [(line, False)]
+    pieces = [(line[:cuts[0]], False)] if line[:cuts[0]].strip() else []
+    for a, b in zip(cuts, [*cuts[1:], len(line)]):
+        pieces.append((line[a + 1:b].strip(), True))
+    return [(p.strip(), item) for p, item in pieces if p.strip()]
+
+
 def sentences_of(text: str) -> list[Sentence]:
     """The sentences of a region's text: lines of a wrapped sentence joined, rows of a list or table
-    kept apart, then split at sentence ends."""
-    lines = [line.strip() for line in text.split("\n")]
+    kept apart (a bulleted item starts anew, whether or not a line break is left before its bullet), then
+    split at sentence ends."""
+    lines = [(piece, item) for raw in text.split("\n") for piece, item in (items_of(raw.strip()) or [("", False)])]
     groups: list[tuple[str, int, int]] = []  # (text, first line, last line)
-    for i, line in enumerate(lines):
+    for i, (line, item) in enumerate(lines):
         if not line:
             continue
-        if groups and _joins(groups[-1][0], line) and groups[-1][2] == i - 1:
+        if groups and not item and _joins(groups[-1][0], line) and groups[-1][2] == i - 1:
             joiner = "" if has_cjk(groups[-1][0][-1:]) and has_cjk(line[:1]) else " "
             groups[-1] = (groups[-1][0] + joiner + line, groups[-1][1], i)
         else:
@@ -178,6 +197,88 @@ def names_in(text: str, question: str) -> list[tuple[int, str]]:
     return out
 
 
+# English function words, and the prepositions an example or a name follows ("like Wallace line", "such as"):
+# general English, like `terms.STOPWORDS`. A sentence does not end on one, and a name does not include one.
+FUNCTION_WORDS = STOPWORDS | frozenset("like such via between within without through among per onto upon versus "
+                                       "vs e.g i.e".split())
+_TOKEN = re.compile(r"[^\s()\[\]{},;:!?\"“”]+")
+_DETERMINERS = frozenset("the a an this that its their our your".split())
+_CJK_BREAK = re.compile(r"[^\u4e00-\u9fff]|的")
+# a Chinese determiner before a noun ("这个", "该", "每种", "两所"): a demonstrative, or a number or measure word
+_CJK_DETERMINER = re.compile(r"^[这那该此其每各本某]|[一二两三四五六七八九十几个种类所位家款条项部名]$")
+
+
+def _name_like(word: str) -> bool:
+    """A word printed as a name or identifier: capitalised, or holding a digit, an underscore or an inner capital."""
+    return word[:1].isupper() or bool(re.search(r"[\d_]|.[A-Z]", word))
+
+
+def head_phrases(text: str, question: str) -> list[tuple[int, str]]:
+    """Spans that name what a "which X" question asks about as the text prints it: the noun X with the
+    name in front of it ("Wallace line" for "which line", "the appendixnumberbeamer package" for "which
+    package", 哈尔滨工业大学 for 哪所大学), with their offsets. The name in front must be a name — words
+    not in the question, printed as a name, or after "the" — so that "current compiler" names nothing."""
+    head = which_head(question)
+    if not head:
+        return []
+    out: list[tuple[int, str]] = []
+    if has_cjk(head[0]):
+        noun = head[0]
+        for match in re.finditer(re.escape(noun), text):
+            start = match.start()
+            while start > 0 and match.start() - start < 6 and not _CJK_BREAK.match(text[start - 1]):
+                start -= 1
+            if start == match.start():  # a Latin name before it ("添加 ctex 宏包")
+                latin = re.search(r"([A-Za-z][\w.-]*)\s?$", text[:match.start()])
+                start = latin.start(1) if latin else start
+            phrase = text[start:match.end()]
+            modifier = text[start:match.start()]
+            if _CJK_DETERMINER.search(modifier):
+                continue  # "这个引擎": this one, not a name
+            if start < match.start() and phrase not in question:
+                out.append((start, phrase))
+        return out
+    asked = set(content_terms(question))
+    nouns = {stem(w) for w in head}
+    tokens = list(_TOKEN.finditer(text))
+    for noun in head:  # the last word of "which X Y" first; a verb that ended it ("which package goes") is not
+        out = [*_named_before(text, tokens, stem(noun), nouns, asked)]  # printed after a name: the next word is
+        if out:
+            return out
+    return []
+
+
+def _named_before(text: str, tokens: list[re.Match[str]], noun: str, nouns: set[str],
+                  asked: set[str]) -> list[tuple[int, str]]:
+    """`head_phrases` for one English noun: each place the text prints it after a name."""
+    out: list[tuple[int, str]] = []
+    for i, token in enumerate(tokens):
+        if stem(token.group(0).lower().strip(".’'")) != noun:
+            continue
+        first, modifiers = i, []
+        for j in range(i - 1, max(-1, i - 6), -1):
+            word = tokens[j].group(0)
+            gap = text[tokens[j].end():tokens[j + 1].start()]
+            low = word.lower().strip(".’'")
+            if gap.strip() or low in FUNCTION_WORDS or not re.search(r"\w", low):
+                break
+            if stem(low) in nouns and not modifiers:
+                first = j
+                continue
+            if any(fuzzy_in(stem(part), asked) for part in re.split(r"[-–/]", low) if part) or len(modifiers) == 3:
+                break
+            modifiers.append(word)
+            first = j
+        if not modifiers:
+            continue
+        before = tokens[first - 1].group(0).lower() if first > 0 else ""
+        if len(modifiers) == 1 and _IDENTIFIER.fullmatch(modifiers[0]) and first == i - 1:
+            out.append((tokens[first].start(), modifiers[0]))  # "the -dSimulateOverprint option": the identifier
+        elif any(_name_like(w) for w in modifiers) or before in _DETERMINERS:
+            out.append((tokens[first].start(), text[tokens[first].start():token.end()].rstrip(".")))
+    return out
+
+
 def answer_span(text: str, question: str, form: QuestionForm,
                 ignore: frozenset[str] = frozenset()) -> tuple[str, int]:
     """(answer, fit): the shortest span of `text` of the kind asked and how well it fits — 2 exactly
@@ -203,7 +304,8 @@ def answer_span(text: str, question: str, form: QuestionForm,
     if keyed and not (form.entity and not re.search(r"[^\W\d_]", keyed)):  # "who/where" wants words
         return keyed, 2
     if form.entity:
-        names = identifiers_in(text, question) + ([] if has_cjk(text) else names_in(text, question))
+        names = head_phrases(text, question) or (
+            identifiers_in(text, question) + ([] if has_cjk(text) else names_in(text, question)))
         if names:
             return _nearest(text, sorted(names), question, ignore), 2
     return text, 1

@@ -20,7 +20,7 @@ _MONTHS = ("january|february|march|april|may|june|july|august|september|october|
            "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
 _DATE = re.compile(
     r"(?<![\w])(?:\d{1,2}\s+(?:" + _MONTHS + r")\.?,?\s+\d{4}|(?:" + _MONTHS + r")\.?\s+\d{1,2},?\s+\d{4}|"
-    r"(?:" + _MONTHS + r")\.?\s+\d{4}|\d{4}-\d{2}-\d{2}|\d{4}年\d{1,2}月(?:\d{1,2}日)?|"
+    r"(?:" + _MONTHS + r")\.?\s+\d{4}|\d{4}-\d{2}-\d{2}|\d{4}\s?年\s?\d{1,2}\s?月(?:\s?\d{1,2}\s?日)?|"
     r"(?-i:(?:January|February|March|April|May|June|July|August|September|October|November|December)))(?![\w])",
     re.IGNORECASE)
 _YEAR = re.compile(r"^(19|20)\d\d$")

@@ -1,0 +1,152 @@
+"""The stand-in reader (`vrag_rl.reader`) on the way slides are built: bullets that a text layer ran into
+one string, lines of one sentence that became regions of their own, a title slide whose lines describe
+each other, a table named by a superlative, "which X" answered by the name printed before X, typographic
+ligatures. Each page is a tiny layout built here (the `search_engine.page_layout` contract), read with
+terms only (no embedder), so each test shows one mechanism and fails when it is gone.
+"""
+from __future__ import annotations
+
+from search_engine.page_layout import PageLayout, Region, TableCell
+from vrag_rl.reader import Reader, question_form
+from vrag_rl.reader.question import which_head
+from vrag_rl.reader.reader import _cover
+from vrag_rl.reader.spans import head_phrases, items_of, sentences_of
+from vrag_rl.reader.terms import content_terms, fold
+from vrag_rl.reader.values import values_in
+
+
+def _page(*regions: Region, page_id: str = "deck_3") -> PageLayout:
+    return PageLayout(page_id, 726, 545, list(regions), "pdf")
+
+
+def _read(question: str, layout: PageLayout) -> str | None:
+    reading = Reader(None).read(question, layout)
+    return None if reading is None else reading.answer
+
+
+def test_ligatures_fold_into_their_letters():
+    assert fold("The most primitive ﬂowering plant of the Paciﬁc") == (
+        "The most primitive flowering plant of the Pacific")
+    assert "flowering" in content_terms("ﬂowering plants")
+    page = _page(Region("h", "heading", (20, 40, 400, 70), "Zealandia: key features"),
+                 Region("t", "text", (40, 100, 700, 130), "The most primitive ﬂowering plant (Amborella) grows here."))
+    reading = Reader(None).read("Which plant is the most primitive flowering plant?", page)
+    assert reading is not None and "Amborella" in reading.answer
+    assert "ﬂ" not in reading.evidence  # the answer quotes plain letters
+
+
+def test_bullets_in_one_string_are_items():
+    line = "▶ Humid and rich ▶ Numerous borders (like Wallace line) ▶ Complex history"
+    assert items_of(line) == [("Humid and rich", True), ("Numerous borders (like Wallace line)", True),
+                              ("Complex history", True)]
+    assert [s.text for s in sentences_of(line)] == ["Humid and rich", "Numerous borders (like Wallace line)",
+                                                   "Complex history"]
+    # an item never joins the line before it, even when that line ends mid-sentence
+    assert [s.text for s in sentences_of("Three things matter\n• Milk\n• Eggs")] == ["Three things matter", "Milk",
+                                                                                    "Eggs"]
+    # a glyph inside a word or a run of decoration is no bullet
+    assert items_of("◃◃◃◃◃◃") == [("◃◃◃◃◃◃", False)]
+
+
+def test_a_sentence_cut_into_two_regions_is_read_whole():
+    page = _page(Region("h", "heading", (17, 44, 284, 70), "Biogeography of Ocean"),
+                 Region("a", "text", (38, 196, 679, 318),
+                        "▶ Rich coastal waters ▶ Whereas surface biogeography of ocean is determined by"),
+                 Region("b", "text", (66, 325, 499, 345), "continents and currents, abyssal biogeography is unique."))
+    reading = Reader(None).read("What is the surface biogeography of the ocean determined by?", page)
+    assert reading is not None and "continents and currents" in reading.answer
+    # a CJK line that the layout made a region of its own continues the line above it
+    cjk = _page(Region("h", "figure", (0, 0, 726, 61), "参考文献 I"),
+                Region("a", "text", (57, 106, 628, 129), "[1] 刘天亮. 面向狭小空间作业的绳索驱动超冗余机械臂的研"),
+                Region("b", "text", (91, 133, 504, 156), "究[D]. 深圳 : 哈尔滨工业大学, 2016 : 61-63."),
+                Region("c", "text", (57, 166, 668, 190), "[2] 任春珍, 杨再华, 孙刚. 空环境飞行器交会对接设备精测工"),
+                Region("d", "text", (91, 194, 608, 217), "艺方法研究[J]. 航天器环境工程, 2010, 27(6) : 768-771."))
+    assert _read("刘天亮的研究是在哪所大学完成的？", cjk) == "哈尔滨工业大学"
+
+
+def test_items_of_a_definition_list_stay_apart():
+    # each line ends where its item ends (short of the right margin, or the next starts further left): no join
+    page = _page(Region("a", "text", (110, 374, 431, 404), "zeta 白色文字，红色背景"),
+                 Region("b", "text", (45, 434, 680, 464), "其中默认样式为 beta。"))
+    reading = Reader(None).read("哪一种样式是白色文字、红色背景？", page)
+    assert reading is not None and reading.evidence.startswith("zeta")
+    assert "beta" not in reading.evidence
+
+
+def test_a_title_slide_reads_as_one_unit():
+    cover = _page(Region("t", "heading", (57, 152, 197, 181), "Kestrel"),
+                  Region("s", "heading", (57, 202, 324, 226), "A modern harbour survey"),
+                  Region("a", "text", (57, 308, 230, 326), "Ilse Marrowby"),
+                  Region("d", "text", (57, 337, 182, 355), "March 3, 2021"),
+                  Region("i", "text", (57, 376, 273, 390), "Institute for harbour surveys"), page_id="kestrel_1")
+    assert _read("Who is the author of the Kestrel harbour survey?", cover) == "Ilse Marrowby"
+    assert _read("When was the Kestrel harbour survey presented?", cover) == "March 3, 2021"
+    chinese = _page(Region("t", "heading", (306, 122, 420, 151), "报告标题"),
+                    Region("s", "heading", (298, 261, 428, 282), "学生：杨敬轩"),
+                    Region("u", "heading", (323, 370, 403, 390), "清华大学"),
+                    Region("d", "heading", (277, 410, 449, 431), "2021 年 11 月 15 日"), page_id="thesis_1")
+    assert _read("清华大学报告标题中的学生是谁？", chinese) == "杨敬轩"
+    assert len(_cover(cover)) == 5
+    # a page of sentences or of numbered items is no title page: a line of it does not borrow the others' words
+    body = _page(Region("h", "heading", (20, 20, 400, 50), "Kestrel survey"),
+                 Region("a", "text", (40, 100, 700, 130), "Ilse Marrowby"),
+                 Region("b", "text", (40, 140, 700, 170), "It counted the harbour's seals. It took a year."),
+                 Region("c", "text", (40, 180, 700, 210), "Boats were not counted."))
+    assert _cover(body) == []
+    items = _page(Region("h", "heading", (20, 20, 400, 50), "Regions"),
+                  *(Region(f"i{k}", "text", (40, 100 + 40 * k, 400, 130 + 40 * k), f"{k}. Region {name}")
+                    for k, name in enumerate(["North", "East", "South"], start=1)))
+    assert _cover(items) == []
+
+
+def test_spaced_chinese_dates_are_dates():
+    assert [v.text for v in values_in("2021 年 11 月 15 日") if v.is_date] == ["2021 年 11 月 15 日"]
+
+
+def test_a_superlative_the_caption_prints_names_the_table():
+    cells = [["City", "Population"], ["Mexico City", "20,116,842"], ["Peking", "15,796,450"],
+             ["Istanbul", "14,160,467"]]
+    table = Region("t", "table", (253, 236, 473, 378), "\n".join(" | ".join(r) for r in cells),
+                   "Table 1: Largest cities in the world",
+                   [TableCell(r, c, text, (253 + 110 * c, 236 + 28 * r, 363 + 110 * c, 264 + 28 * r))
+                    for r, row in enumerate(cells) for c, text in enumerate(row)], 1, 1)
+    page = _page(Region("h", "heading", (20, 17, 88, 41), "Tables"), table)
+    assert question_form("What is the population of Peking in the largest cities table?",
+                         "Table 1: Largest cities in the world").superlative == 0
+    assert _read("What is the population of Peking in the largest cities table?", page) == "15,796,450"
+    assert _read("Which city has a population of 14,160,467 in the largest cities table?", page) == "Istanbul"
+    # asked as a superlative, it still is one
+    assert _read("Which city has the largest population?", page) == "Mexico City"
+
+
+def test_best_is_a_superlative_in_the_text_too():
+    page = _page(Region("h", "heading", (45, 44, 572, 74), "A note on the compiler you are using"),
+                 Region("a", "text", (94, 226, 604, 250), "pdfLATEX — very old school compiler - no OTF support"),
+                 Region("b", "text", (94, 347, 505, 371), "LuaLATEX — current compiler - your best option"))
+    assert _read("Which compiler is the best option?", page) == "LuaLATEX"
+
+
+def test_verbs_that_quote_the_document_count_only_where_the_page_prints_them():
+    page = _page(Region("h", "heading", (17, 44, 377, 70), "Australian regions: key features"),
+                 Region("a", "list", (42, 469, 676, 515), "7. Zealandia: no mammals. Extinct moa. "
+                                                          "The most primitive flowering plant (Amborella)."))
+    # "call" is not on the page: it does not count as a missing subject
+    assert _read("Which plant does the lecture call the most primitive flowering plant?", page) == "Amborella"
+
+
+def test_which_x_is_answered_by_the_name_printed_before_x():
+    assert which_head("Which living fossil pine has its home here?") == ["pine", "fossil", "living"]
+    assert which_head("在 TeXLive 中可以添加哪个宏包？") == ["宏包"]
+    assert which_head("What is the date?") == []
+    text = "Home of living fossil Wollemi pine, Wollemia nobilis."
+    assert [p for _, p in head_phrases(text, "Which living fossil pine has its home here?")] == ["Wollemi pine"]
+    assert [p for _, p in head_phrases("Numerous borders (like Wallace line)", "Which line is a border?")] == [
+        "Wallace line"]
+    assert [p for _, p in head_phrases("include the appendixnumberbeamer package in your preamble",
+                                       "Which package goes in the preamble?")] == ["appendixnumberbeamer package"]
+    # an ordinary adjective before the noun names nothing, nor a word the question says itself
+    assert head_phrases("LuaLATEX — current compiler", "Which compiler is best?") == []
+    assert head_phrases("the MD5 Message-Digest Algorithm", "Besides the MD5 message digest, which algorithm?") == []
+    # Chinese: the characters before the noun, not a demonstrative
+    assert [p for _, p in head_phrases("可以添加 ctex 宏包，例如：", "可以添加哪个宏包？")] == ["ctex 宏包"]
+    assert head_phrases("这个引擎是 pdfTeX 的后继", "是在哪个引擎基础上发展而来的？") == []
