@@ -31,6 +31,7 @@ import fcntl
 import hashlib
 import json
 import logging
+import re
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -421,11 +422,12 @@ class Ingestor:
         self._notify(doc_id=doc_id, source=source, page=num_pages, num_pages=num_pages, stage="done")
 
     def _pdf_texts(self, path: Path) -> list[str] | None:
-        self._running, self._title = frozenset(), ""
+        self._running, self._title = frozenset(), title_from_file_name(path)
         if path.suffix.lower() != ".pdf":
             return None
         # running headers/footers and the title, found over the whole document
-        self._running, self._title = _document_context(path)
+        self._running, title = _document_context(path)
+        self._title = title or self._title
         if self._embedders.get("text") is None:
             return None
         from search_engine.text_extraction import pdf_page_texts
@@ -565,6 +567,16 @@ def _has_layouts(chunk_file: Path) -> bool:
             return "layouts" in data.files
     except (OSError, ValueError):
         return False
+
+
+def title_from_file_name(path: Path) -> str:
+    """The document's name as its title, for a document that prints none (an image, a video, a PDF
+    without a title on its first page or in its metadata): the file name's words, without a trailing page
+    or frame number (up to three digits: a year stays) — "quarterly_report-p07.png" → "quarterly report".
+    People name files after what they hold; a name without a word ("Slide12.png", "0042.jpg") gives ""."""
+    stem = re.sub(r"[-_ .]*(?:p|pg|page|slide|frame)?[-_ .]*(?<!\d)\d{1,3}$", "", path.stem, flags=re.IGNORECASE)
+    words = [w for w in re.split(r"[\W_]+", stem) if w]
+    return " ".join(words) if any(len(w) >= 3 and not w.isdigit() for w in words) else ""
 
 
 def _document_context(path: Path) -> tuple[frozenset[str], str]:

@@ -265,3 +265,16 @@ def test_control_characters_of_unmapped_glyphs_are_dropped_from_the_text_layer()
 
     text, source, _ = page_reading("x\x00 k+1 = x\x01 k - f(x)\x0b / f'(x) for the Newton step", None, ocr=False)
     assert source == "pdf" and text == "x k+1 = x k - f(x) / f'(x) for the Newton step"
+
+
+@pytest.mark.parametrize("name, title", [
+    ("quarterly_report-p07.png", "quarterly report"),  # a page number is not part of the title
+    ("annual-report-2023.pdf", "annual report 2023"),  # a year is
+    ("会议纪要-3.png", "会议纪要"),
+    ("Slide12.PNG", ""),  # no word: nothing to add
+    ("0042.jpg", ""),
+])
+def test_a_documents_file_name_is_its_title_when_it_prints_none(name, title):
+    from search_engine.ingest import title_from_file_name
+
+    assert title_from_file_name(Path(name)) == title
