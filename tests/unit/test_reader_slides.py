@@ -1,8 +1,9 @@
 """The stand-in reader (`vrag_rl.reader`) on the way slides are built: bullets that a text layer ran into
 one string, lines of one sentence that became regions of their own, a title slide whose lines describe
 each other, a table named by a superlative, "which X" answered by the name printed before X, typographic
-ligatures. Each page is a tiny layout built here (the `search_engine.page_layout` contract), read with
-terms only (no embedder), so each test shows one mechanism and fails when it is gone.
+ligatures, counts written as words, a caption named by its label, a long number that names its row. Each
+page is a tiny layout built here (the `search_engine.page_layout` contract), read with terms only (no
+embedder), so each test shows one mechanism and fails when it is gone.
 """
 from __future__ import annotations
 
@@ -150,3 +151,42 @@ def test_which_x_is_answered_by_the_name_printed_before_x():
     # Chinese: the characters before the noun, not a demonstrative
     assert [p for _, p in head_phrases("可以添加 ctex 宏包，例如：", "可以添加哪个宏包？")] == ["ctex 宏包"]
     assert head_phrases("这个引擎是 pdfTeX 的后继", "是在哪个引擎基础上发展而来的？") == []
+
+
+def test_counts_written_as_words_answer_how_many():
+    from vrag_rl.reader.values import number_words_in
+
+    assert [(v.text, v.number) for v in number_words_in("Prosper offers seven transitions, one of them fades")] == [
+        ("seven", 7.0)]  # "one of" is a pronoun, not a count
+    assert [(v.text, v.number) for v in number_words_in("每种样式预定义了五种强调颜色和十二个图标")] == [
+        ("五种", 5.0), ("十二个", 12.0)]
+    page = _page(Region("h", "heading", (20, 40, 400, 70), "Transitions"),
+                 Region("t", "text", (40, 100, 700, 130), "Prosper offers seven transitions between slides."))
+    assert _read("How many transitions between slides does Prosper offer?", page) == "7"
+
+
+def test_a_question_naming_a_figure_reads_its_caption():
+    page = _page(Region("h", "heading", (20, 17, 300, 41), "Results"),
+                 Region("f", "figure", (60, 80, 660, 300), "0 10 20"),
+                 Region("c", "caption", (60, 310, 660, 330), "Figure 2: Throughput of the three parsers"),
+                 Region("t", "text", (40, 420, 700, 450), "Figure 2 shows that the parsers ran on one core."))
+    # the label names the caption even when the question shares no other word with it
+    assert _read("图 2 的图题是什么？", page) == "Throughput of the three parsers"
+    # another figure's label names nothing here
+    assert _read("图 3 的图题是什么？", page) != "Throughput of the three parsers"
+
+
+def test_a_long_number_printed_once_names_its_row():
+    cells = [["Column", "# unique"], ["user_id", "11014"], ["country", "187"], ["plan", "3"]]
+    table = Region("t", "table", (100, 100, 500, 260), "\n".join(" | ".join(r) for r in cells),
+                   "Table 1: unique values per column",
+                   [TableCell(r, c, text, (100 + 200 * c, 100 + 40 * r, 300 + 200 * c, 140 + 40 * r))
+                    for r, row in enumerate(cells) for c, text in enumerate(row)], 1, 1)
+    assert _read("Which column has 11014 unique values?", _page(table)) == "user_id"
+
+
+def test_a_time_question_wants_a_date_not_the_word_date():
+    from vrag_rl.reader.question import form_words
+
+    assert "date" in form_words("On what date was the talk given?")
+    assert "date" not in form_words("Which package sets the date format?")

@@ -181,10 +181,21 @@ def which_head(question: str) -> list[str]:
     return []
 
 
+# The nouns of a time question that only say a time is asked ("what date", 日期是哪一天): a page prints the
+# date, rarely the word "date" beside it (a title slide's "2021 年 11 月 15 日").
+_TIME_NOUNS = frozenset("date year day month time 日期 时间 年份 天".split())
+
+
 def form_words(question: str) -> set[str]:
-    """The question's words that say what kind of answer it wants ("most", "largest"), not its topic."""
-    return {w for w in re.findall(r"[a-z]+", question.lower()) if _SUPERLATIVE_MAX.fullmatch(w)
-            or _SUPERLATIVE_MIN.fullmatch(w)}
+    """The question's words that say what kind of answer it wants ("most", "largest", a time question's
+    "date"), not its topic."""
+    words = {w for w in re.findall(r"[a-z]+", question.lower()) if _SUPERLATIVE_MAX.fullmatch(w)
+             or _SUPERLATIVE_MIN.fullmatch(w)}
+    if _TIME_PHRASE.search(question.lower()):
+        from vrag_rl.reader.terms import content_terms
+
+        words |= {t for t in content_terms(question) if t in _TIME_NOUNS}
+    return words
 
 
 def question_form(question: str, titles: str = "") -> QuestionForm:

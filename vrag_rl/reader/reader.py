@@ -42,6 +42,7 @@ from vrag_rl.reader.terms import CJK_RUN, content_terms, fold, words_of
 from vrag_rl.reader.values import number_of
 
 TEXT_KINDS = ("text", "heading", "list", "caption")
+_YEAR = re.compile(r"(1[5-9]|20)\d\d")
 TITLE_WORDS = 12  # a title is a line, not a paragraph: at most this many words
 
 
@@ -129,6 +130,7 @@ class Reader:
                 candidates += _figure(region, question, form, around, ignore)
             else:
                 candidates += _text(region, question, form, around, ignore=ignore)
+        candidates += _captions_named(question, form, regions)
         candidates = [c for c in candidates if c.fits and c.answer.strip()]
         if not candidates:
             return []
@@ -175,8 +177,10 @@ class Reader:
         if grid is None:
             return _text(region, question, form, context, ignore=ignore)
         q_terms = set(content_terms(question))
-        around = " ".join(c.text for c in grid.cells.values() if c.row < grid.header_rows)  # what the table is about
-        half = terms_of(f"{region.caption} {context}")
+        # what the table is about: its header row, and its caption, which says what every cell holds (表 1:
+        # 每列非重复元素个数 over a column headed "# unique values") as its header row does
+        around = " ".join([c.text for c in grid.cells.values() if c.row < grid.header_rows] + [region.caption])
+        half = terms_of(context)
         rows = grid.body_rows
         cols = [c for c in grid.body_cols if any((r, c) in grid.cells for r in rows)]
         row_hit = {r: bool(q_terms & terms_of(grid.row_labels.get(r, ""))) for r in rows}
@@ -197,7 +201,9 @@ class Reader:
         keys = {term for term, count in cell_count.items() if count == 1}
         # an identifier (an address, a file name, a code: not a plain word) printed in one cell names its row
         # as surely as a row header does
-        ids = {term for term in keys if len(term) >= 4 and not term.isalpha() and re.search(r"[^\W\d_]", term)}
+        # (a long number printed once, not a year, is as sure a key: "which column has 11014 unique values")
+        ids = {term for term in keys if len(term) >= 4 and not term.isalpha() and (
+            re.search(r"[^\W\d_]", term) or (sum(ch.isdigit() for ch in term) >= 4 and not _YEAR.fullmatch(term)))}
         row_texts = {r: " ".join(grid.cell(r, c).text for c in cols if grid.cell(r, c) is not None) for r in rows}
         out: list[_Candidate] = []
         if form.superlative and not form.quantity and grid.header_cols:
@@ -241,6 +247,44 @@ class Reader:
                                           terms_of(f"{col_label} {cell.text}"), True, True, 0.1, half,
                                           named=bool(cell_terms & ids)))
         return out
+
+
+# A reference label: "Figure 2", "Fig. 2", "Table 1.3", 图 1, 表 2 (the kind, then the number)
+_LABEL = re.compile(r"(?:\b(fig(?:ure)?\.?|tab(?:le)?\.?)\s*|(图|表)\s*)(\d+(?:[.\-–]\d+)*)", re.I)
+
+
+def _label_of(match: re.Match[str]) -> tuple[str, str]:
+    """("figure" | "table", number) of a reference label."""
+    word = (match.group(1) or match.group(2) or "").lower()
+    return ("table" if word.startswith("tab") or word == "表" else "figure"), match.group(3)
+
+
+def _captions_named(question: str, form: QuestionForm, regions: list[Region]) -> list[_Candidate]:
+    """"What does Figure 1 show?", "图 1 的图题是什么？": the caption that starts with the label the question
+    names, read without its label. The label names that caption as surely as a row header names its row;
+    only for a question about the figure or table itself (no value, name or yes/no asked of it)."""
+    asked = {_label_of(m) for m in _LABEL.finditer(question)}
+    if not asked or form.wants_value or form.entity or form.yes_no or re.search(r"\([a-z]\)", question):
+        return []  # (a question naming a panel, "(b) of Figure 4", asks for that panel's caption only)
+    bodies = [r for r in regions if r.kind in ("table", "figure")]
+    out = []
+    for region in regions:
+        for text in (region.caption, region.text if region.kind in ("caption", "heading", "text") else ""):
+            match = _LABEL.match(text.strip())
+            if not match or _label_of(match) not in asked:
+                continue
+            # a question that names something inside the figure or table ("zihao = 5 in Table 4", "panel (b)
+            # of Figure 4") asks about that, not about the caption
+            inside = set(content_terms(question)) - terms_of(text) - terms_of(match.group(0))
+            body = [r for r in bodies if r is region] if text == region.caption else bodies
+            if any(inside & terms_of(f"{r.text} {' '.join(lb.text for lb in r.labels)}") for r in body):
+                continue
+            rest = text.strip()[match.end():].strip(" :：.-–—")
+            if rest:
+                out.append(_Candidate(rest, text.strip(), region.box, region.region_id,
+                                      "table" if _label_of(match)[0] == "table" else "figure", text,
+                                      terms_of(text), terms_of(text), bonus=0.2, named=True))
+    return out
 
 
 _LIST_MARK = re.compile(r"^\s*(?:\d+[.)]|\(?[a-z][.)]|\[\d+\])\s")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from search_engine.lexical import has_cjk
 from vrag_rl.reader.question import QuestionForm, which_head
 from vrag_rl.reader.terms import STOPWORDS, content_terms, fuzzy_in, stem, words_of
-from vrag_rl.reader.values import _REFERENCE_LABEL, Value, named_in, values_in
+from vrag_rl.reader.values import _REFERENCE_LABEL, EN_NUMBER_WORDS, Value, named_in, number_words_in, values_in
 
 # A sentence ends at . ! ? followed by a space and a capital/digit/quote, or at CJK full stops. A single
 # capital before the dot ("J. Smith") or a short lowercase abbreviation ("e.g.", "approx.") does not end one.
@@ -144,6 +144,9 @@ def wanted_values(text: str, question: str, form: QuestionForm) -> tuple[list[Va
     """Values in `text` of the kind the question asks for, without the ones it names itself, and
     whether they are exactly that kind (a "$" for a money question) or only compatible with it."""
     values = [v for v in values_in(text) if not named_in(v, question)]
+    if form.asks_amount and not form.time:  # "how many": a count may be written as a word ("seven transitions")
+        values = sorted(values + [v for v in number_words_in(text) if v.text.lower() not in question.lower()],
+                        key=lambda v: v.start)
     strict = [v for v in values if form.wants(v)]
     return (strict, True) if strict else ([v for v in values if form.compatible(v)], False)
 
@@ -279,6 +282,14 @@ def _named_before(text: str, tokens: list[re.Match[str]], noun: str, nouns: set[
     return out
 
 
+def _count_as_digits(answer: str) -> str:
+    """An English count printed as a word ("seven") answers as its digits ("7"): the answer is the number the
+    question asks for, and one form for one number keeps a spelled count and a counted one (a figure's five
+    labels) the same answer. Any other answer is returned as printed."""
+    number = EN_NUMBER_WORDS.get(answer.strip().lower())
+    return str(int(number)) if number is not None else answer
+
+
 def answer_span(text: str, question: str, form: QuestionForm,
                 ignore: frozenset[str] = frozenset()) -> tuple[str, int]:
     """(answer, fit): the shortest span of `text` of the kind asked and how well it fits — 2 exactly
@@ -289,8 +300,8 @@ def answer_span(text: str, question: str, form: QuestionForm,
         if values:
             fit = 2 if exact else 1
             if len(values) == 1:
-                return values[0].text, fit
-            return _nearest(text, [(v.start, v.text) for v in values], question, ignore), fit
+                return _count_as_digits(values[0].text), fit
+            return _count_as_digits(_nearest(text, [(v.start, v.text) for v in values], question, ignore)), fit
         if form.needs_number:
             return text, 0
         # only a quantity noun ("the default value of X"): a printed field's value or an identifier answers
