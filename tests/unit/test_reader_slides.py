@@ -1,9 +1,9 @@
 """The stand-in reader (`vrag_rl.reader`) on the way slides are built: bullets that a text layer ran into
 one string, lines of one sentence that became regions of their own, a title slide whose lines describe
 each other, a table named by a superlative, "which X" answered by the name printed before X, typographic
-ligatures, counts written as words, a caption named by its label, a long number that names its row. Each
-page is a tiny layout built here (the `search_engine.page_layout` contract), read with terms only (no
-embedder), so each test shows one mechanism and fails when it is gone.
+ligatures, counts written as words, a caption named by its label, a long number that names its row, a
+table's caption read as its header. Each page is a tiny layout built here (the `search_engine.page_layout`
+contract), read with terms only (no embedder), so each test shows one mechanism and fails when it is gone.
 """
 from __future__ import annotations
 
@@ -176,13 +176,27 @@ def test_a_question_naming_a_figure_reads_its_caption():
     assert _read("图 3 的图题是什么？", page) != "Throughput of the three parsers"
 
 
+def _table(cells: list[list[str]], caption: str) -> Region:
+    return Region("t", "table", (100, 100, 500, 260), "\n".join(" | ".join(r) for r in cells), caption,
+                  [TableCell(r, c, text, (100 + 200 * c, 100 + 40 * r, 300 + 200 * c, 140 + 40 * r))
+                   for r, row in enumerate(cells) for c, text in enumerate(row)], 1, 1)
+
+
 def test_a_long_number_printed_once_names_its_row():
-    cells = [["Column", "# unique"], ["user_id", "11014"], ["country", "187"], ["plan", "3"]]
-    table = Region("t", "table", (100, 100, 500, 260), "\n".join(" | ".join(r) for r in cells),
-                   "Table 1: unique values per column",
-                   [TableCell(r, c, text, (100 + 200 * c, 100 + 40 * r, 300 + 200 * c, 140 + 40 * r))
-                    for r, row in enumerate(cells) for c, text in enumerate(row)], 1, 1)
-    assert _read("Which column has 11014 unique values?", _page(table)) == "user_id"
+    table = _table([["Column", "# unique"], ["user_id", "11014"], ["country", "187"], ["plan", "3"]],
+                   "Table 1: unique values per column")
+    # the question shares nothing with the table but the number: printed in one cell only, it names the row
+    assert _read("Which field has 11014 distinct entries?", _page(table)) == "user_id"
+    # a number printed in several cells names no row
+    table = _table([["Column", "# unique"], ["user_id", "11014"], ["country", "11014"], ["plan", "3"]], "")
+    assert _read("Which field has 11014 distinct entries?", _page(table)) is None
+
+
+def test_a_tables_caption_says_what_its_cells_hold():
+    table = _table([["Field", "Count"], ["title", "33117"], ["country", "187"], ["plan", "3"]],
+                   "Table 1: distinct values per field of train.csv")
+    # the caption's words count as fully as the header row's: the cell is the answer, not half of one
+    assert _read("In train.csv, how many distinct values does title hold?", _page(table)) == "33117"
 
 
 def test_a_time_question_wants_a_date_not_the_word_date():
