@@ -11,7 +11,11 @@ What it does (every piece is the project's real code; nothing is downloaded):
 4. RL from that one SFT model, once with GRPO and once with GGPO (same seed, same steps), with the
    configs `configs/local/tiny_{grpo,ggpo}.yaml`;
 5. reports mean reward and answer accuracy over the first and last 10% of RL steps, and plots both
-   runs to a PNG.
+   runs to a PNG;
+6. probes the policy on fixed prompts before and after RL (`testkit.tiny_probe`: the share of
+   well-formed replies, sampled with the same seeds before and after, and the shares of the rewarded
+   search word and answer), which the sampled reward curve, with its ±0.1 step-to-step swing, shows
+   only over many steps.
 
     python scripts/train_tiny.py --out runs/tiny               # the full run (see README for timings)
     python scripts/train_tiny.py --out /tmp/t --steps 12 --algos grpo   # a short run
@@ -227,6 +231,7 @@ def run_vrag(args: TinyRun) -> dict:
     from search_engine.api import create_app
     from search_engine.engine import SearchEngine
     from testkit.loopback import LoopbackServer
+    from testkit.tiny_probe import probe_choices, write_probe
     from testkit.tiny_task import build_task_model, write_tasks
     from vrag_rl.training.train.trainer import LocalTrainer
 
@@ -255,13 +260,20 @@ def run_vrag(args: TinyRun) -> dict:
         sft_s = time.perf_counter() - started
         runs: dict = {}
         summary: dict = {"sft": sft_stats, "sft_s": round(sft_s, 1)}
+        # fixed prompts on which the policy's choices are read off before and after RL (testkit.tiny_probe)
+        probe = write_probe(server.url, out / "probe" / "probe.json")
         for algo in args.algos:
             config = run_config(algo, model=str(sft_model), tasks=str(tasks), output_dir=str(out / algo),
                                 search_url=server.url, seed=args.seed, steps=args.steps)
             t0 = time.perf_counter()
-            records = LocalTrainer(config, progress=not args.no_progress).train()
+            trainer = LocalTrainer(config, progress=not args.no_progress)
+            if "probe_sft" not in summary:  # every algorithm starts from the same SFT model
+                summary["probe_sft"] = probe_choices(trainer.model, trainer.processor, probe, config.stop_strings)
+            records = trainer.train()
             runs[algo.upper()] = records
-            summary[algo] = {**summarise(records), "train_s": round(time.perf_counter() - t0, 1)}
+            summary[algo] = {**summarise(records),
+                             "probe": probe_choices(trainer.model, trainer.processor, probe, config.stop_strings),
+                             "train_s": round(time.perf_counter() - t0, 1)}
     finally:
         server.stop()
     return write_summary(summary, runs, args, out, started,
