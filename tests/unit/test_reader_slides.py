@@ -11,6 +11,7 @@ from search_engine.page_layout import PageLayout, Region, TableCell
 from vrag_rl.reader import Reader, question_form
 from vrag_rl.reader.question import which_head
 from vrag_rl.reader.reader import _cover
+from vrag_rl.reader.relevance import MIN_COVERAGE
 from vrag_rl.reader.spans import head_phrases, items_of, sentences_of
 from vrag_rl.reader.terms import content_terms, fold
 from vrag_rl.reader.values import values_in
@@ -204,3 +205,54 @@ def test_a_time_question_wants_a_date_not_the_word_date():
 
     assert "date" in form_words("On what date was the talk given?")
     assert "date" not in form_words("Which package sets the date format?")
+
+
+def test_an_item_reads_with_the_lines_it_hangs_from():
+    page = _page(Region("h", "heading", (45, 44, 572, 74), "Fonts galore"),
+                 Region("a", "text", (45, 118, 735, 137), "Each compiler loads a different font scheme:"),
+                 Region("b", "text", (95, 165, 557, 189), "pdfTeX — old compiler, no OTF support"),
+                 Region("c", "text", (169, 192, 557, 211), "Computer Modern Sans Serif is used as font"),
+                 Region("d", "text", (95, 225, 600, 249), "LuaTeX — current compiler, OTF support"),
+                 Region("e", "text", (169, 253, 600, 272), "Fira Sans is used as font"))
+    # the sub-item names no compiler: the item above it, further left, does
+    assert _read("With pdfTeX, which font is used?", page) == "Computer Modern Sans Serif"
+    assert _read("With LuaTeX, which font is used?", page) == "Fira Sans"
+    # a lead-in ending on a colon heads the lines indented under it (Chinese as well)
+    page = _page(Region("a", "text", (45, 198, 526, 228), "一个 Beamer 的主题由下列四部分组成："),
+                 Region("b", "text", (65, 258, 674, 289), "1. 外部主题，用 \\usebeameroutertheme 命令；"),
+                 Region("c", "text", (65, 308, 674, 339), "2. 颜色主题，用 \\usebeamercolortheme 命令；"))
+    answer = _read("Beamer 主题的四个组成部分中，颜色主题用哪个命令？", page)
+    assert answer is not None and "usebeamercolortheme" in answer
+
+
+def test_centred_lines_are_no_outline():
+    from vrag_rl.reader.reader import _outline_parents
+
+    cover = [Region("a", "text", (200, 100, 526, 130), "A small tour of the facilities"),
+             Region("b", "text", (280, 150, 446, 170), "Jane Roe")]  # centred under the title, not indented
+    assert _outline_parents(cover) == {}
+
+
+def test_a_sentence_opening_on_a_pronoun_reads_with_the_one_before():
+    page = _page(Region("h", "heading", (45, 44, 267, 74), "Advice"),
+                 Region("t", "text", (45, 374, 862, 403),
+                        "You can use \\alert to grab the attention of the reader. "
+                        "It will typeset your content in red."),
+                 Region("u", "text", (45, 424, 853, 460), "Stick to the standard colors of the theme."))
+    # "It" is \\alert: the sentence that says "red" is supported by the one before it, which names \\alert
+    readings = Reader(None).rank("Which colour does \\alert use for content?", page)
+    red = [r for r in readings if r.evidence.startswith("It will")]
+    assert red and red[0].coverage >= MIN_COVERAGE
+
+
+def test_an_address_is_read_with_its_path():
+    page = _page(Region("t", "text", (45, 100, 700, 130), "Get the source of this theme from github.com/matze/mtheme"))
+    assert _read("Where can the source of the theme be found?", page) == "github.com/matze/mtheme"
+
+
+def test_an_indefinite_article_introduces_no_name():
+    page = _page(Region("t", "text", (45, 100, 700, 130),
+                        "The theme defines a custom template to add a text to the footer."))
+    assert _read("Which template does the theme define to add text to the footer?", page) != "custom template"
+    page = _page(Region("t", "text", (45, 100, 700, 130), "Load the appendixnumberbeamer package for backup slides."))
+    assert _read("Which package is loaded for backup slides?", page) == "appendixnumberbeamer package"

@@ -116,6 +116,7 @@ class Reader:
         candidates: list[_Candidate] = []
         heading = ""
         terms = _defined_terms(layout.regions)
+        parents = _outline_parents(layout.regions)
         for region in all_regions:
             if region.kind == "heading":
                 heading = region.text
@@ -124,6 +125,8 @@ class Reader:
             around = heading if region.kind != "heading" else ""
             if region.region_id in terms:
                 around = f"{around} {terms[region.region_id]}".strip()
+            if region.region_id in parents:
+                around = f"{around} {parents[region.region_id]}".strip()
             if region.kind == "table":
                 candidates += self._table(region, question, form, around, ignore)
             elif region.kind == "figure":
@@ -295,9 +298,11 @@ def _cover(layout: PageLayout) -> list[Region]:
     of words (titles or plain text; headers and footers aside), none of them a paragraph, a sentence
     followed by another, or a numbered or bulleted item. Such lines — title, author, affiliation, date —
     say nothing alone ("Matthias Vogelgesang"); together they say who wrote what, where and when. []
-    when the page is no such page."""
+    when the page is no such page, or when its lines hang from each other as an outline's do."""
     lines = [r for r in layout.regions if r.kind not in ("header", "footer") and re.search(r"[^\W\d_]", r.text)]
     if len(lines) < 3 or any(r.kind not in ("heading", "text") for r in lines):
+        return []
+    if _outline_parents(lines):  # lines indented under others are an outline's items, not a cover's lines
         return []
     for region in lines:
         text = region.text.strip()
@@ -367,6 +372,54 @@ def _joined(layout: PageLayout) -> PageLayout:
     return layout if len(regions) == len(layout.regions) else replace(layout, regions=regions)
 
 
+_LEAD_IN_END = ":："
+
+
+def _line_height(regions: list[Region]) -> float:
+    """The height of one printed line of the page's body text: the lowest text region's box (a region of one
+    line), at least one pixel."""
+    heights = [r.box[3] - r.box[1] for r in regions if r.kind in ("text", "list") and r.text.strip()]
+    return max(1.0, min(heights, default=1.0))
+
+
+def _outline_ends(parent: Region, parent_lead_in: bool, region: Region, lead_in: bool, tol: float) -> bool:
+    """Whether `region` lies outside what `parent` heads: a lead-in heads what follows at its indent or
+    deeper (until another lead-in at its level), an item only what is indented under it; lines centred on
+    each other head nothing."""
+    (px1, _, px2, _), (x1, _, x2, _) = parent.box, region.box
+    centred = abs((px1 + px2) / 2 - (x1 + x2) / 2) < tol and abs(px1 - x1) >= tol
+    if parent_lead_in and not lead_in:
+        return x1 < px1 - tol or centred
+    return x1 < px1 + tol or centred
+
+
+def _outline_parents(regions: list[Region]) -> dict[str, str]:
+    """For each text or list region, the text of the lines it hangs from as an outline does: the lead-in
+    above it that ends on a colon ("a different font scheme is loaded:", 由下列四部分组成：) and the item it
+    is indented under ("pdfLaTeX — very old school compiler" over "Computer Modern Sans Serif is used as
+    font"). A sub-item says nothing of what it is about, its parent does, as a heading does for its section.
+    By position only: a parent lies above, further left by at least half a line (an indent step is about an
+    em), and the outline restarts at each heading; lines centred on each other are a centred block, not an
+    outline. Only the parent's sentence next to the child counts (the last of a lead-in paragraph)."""
+    tol = _line_height(regions) / 2
+    out: dict[str, str] = {}
+    stack: list[tuple[Region, bool]] = []  # (region, is a lead-in), outermost first
+    for region in regions:
+        if region.kind == "heading":
+            stack = []
+            continue
+        if region.kind not in ("text", "list") or not region.text.strip():
+            continue
+        lead_in = region.text.rstrip()[-1:] in _LEAD_IN_END
+        while stack and _outline_ends(*stack[-1], region, lead_in, tol):
+            stack.pop()
+        if stack:
+            out[region.region_id] = " ".join(spans.sentences_of(p.text)[-1].text for p, _ in stack
+                                             if spans.sentences_of(p.text))
+        stack.append((region, lead_in))
+    return out
+
+
 def _defined_terms(regions: list[Region]) -> dict[str, str]:
     """A definition list's term for each region of its description: a short line at the outer margin
     ("--max-ppsize=N", "Parameter name") followed by paragraphs indented to its right, which it names
@@ -431,15 +484,26 @@ def _text(region: Region, question: str, form: QuestionForm, context: str, kind:
           ignore: frozenset[str] = frozenset()) -> list[_Candidate]:
     out = []
     around = f"{context} {region.caption}"
+    previous = ""
     for sentence in spans.sentences_of(region.text):
         answer, fit = spans.answer_span(sentence.text, question, form, ignore)
         if form.superlative and not form.wants_value:  # "which is highest": only a sentence that says so
             fit = fit if says_superlative(sentence.text, form.superlative) else 0
         bonus = 0.1 if fit == 2 else -0.1 if form.entity and answer == sentence.text else 0.0
+        # a sentence that opens on a pronoun ("It will typeset your content in red.") is about what the
+        # sentence before it names ("You can use \alert to ..."): half credit for that sentence's terms, as
+        # for a running title (the pronoun points there; the sentence itself says only the rest)
+        referent = terms_of(previous) if _ANAPHOR.match(sentence.text) else set()
         out.append(_Candidate(answer, sentence.text, _band(region, sentence), region.region_id, kind,
-                              sentence.text, terms_of(f"{sentence.text} {around}"), terms_of(sentence.text),
-                              fit > 0, True, bonus))
+                              sentence.text, terms_of(f"{sentence.text} {around}"),
+                              terms_of(sentence.text), fit > 0, True, bonus, referent))
+        previous = sentence.text
     return out
+
+
+# A sentence that opens on a pronoun or a demonstrative refers back (English and Chinese, general language)
+_ANAPHOR = re.compile(r"^\s*(?:(?:it|its|this|these|those|they|their|them|he|she|his|her)\b|[它这该其此])",
+                      re.IGNORECASE)
 
 
 def _figure(region: Region, question: str, form: QuestionForm, context: str,

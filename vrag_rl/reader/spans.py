@@ -153,8 +153,10 @@ def wanted_values(text: str, question: str, form: QuestionForm) -> tuple[list[Va
 
 # An identifier as technical documents print them: a command (\\arcmin), an option (-sDeviceNProfile,
 # --max-ppsize), a constant (PRESERVE_K_ONLY), a file (cyan_output.icc), an assignment (type="b") or a
-# camel-cased name (FitR, rml2pdf): a name of its own kind, whatever its capitals.
-_IDENTIFIER = re.compile(r"(?<![\w\\-])(?:\\[A-Za-z]+\*?(?:\{[^{}\s]*\})?|--?[A-Za-z][\w-]*[A-Za-z0-9]|"
+# camel-cased name (FitR, rml2pdf), an address with its path (github.com/matze/mtheme, whole: its host alone
+# names another place): a name of its own kind, whatever its capitals.
+_IDENTIFIER = re.compile(r"(?<![\w\\-])(?:(?:https?://)?[A-Za-z][\w-]*(?:\.[\w-]+)+(?:/[\w.~%+-]+)+/?|"
+                         r"\\[A-Za-z]+\*?(?:\{[^{}\s]*\})?|--?[A-Za-z][\w-]*[A-Za-z0-9]|"
                          r"[A-Za-z]\w*=(?:\"[^\"]*\"|'[^']*'|\w+)|[A-Za-z][\w-]*\.[a-z]{2,4}\b|"
                          r"[A-Za-z]+_[A-Za-z0-9_]+|[a-z]+[A-Z0-9]\w*|[A-Z][a-z]+[A-Z]\w*|[A-Z]{2,}[a-z]+\w*)")
 
@@ -205,7 +207,9 @@ def names_in(text: str, question: str) -> list[tuple[int, str]]:
 FUNCTION_WORDS = STOPWORDS | frozenset("like such via between within without through among per onto upon versus "
                                        "vs e.g i.e".split())
 _TOKEN = re.compile(r"[^\s()\[\]{},;:!?\"“”]+")
-_DETERMINERS = frozenset("the a an this that its their our your".split())
+# determiners before a name ("the appendixnumberbeamer package"); not "a"/"an": an indefinite article
+# introduces a description ("a custom beamer template"), not a name
+_DETERMINERS = frozenset("the this that its their our your".split())
 _CJK_BREAK = re.compile(r"[^\u4e00-\u9fff]|的")
 # a Chinese determiner before a noun ("这个", "该", "每种", "两所"): a demonstrative, or a number or measure word
 _CJK_DETERMINER = re.compile(r"^[这那该此其每各本某]|[一二两三四五六七八九十几个种类所位家款条项部名]$")
