@@ -42,7 +42,7 @@ QUESTIONS = [
 # Words of each question a searcher might pick; only the keyword makes the search engine rank the
 # question's page first (checked against the real MiniLM + BM25 index: the others rank another page first).
 QUERY_WORDS = {"revenue": ["Acme", "Robotics", "revenue"], "employees": ["many", "Robotics", "employees"],
-               "bicycle": ["share", "Metro", "bicycle"], "kestrel": ["power", "solar", "Kestrel"]}
+               "bicycle": ["Travel", "Survey", "bicycle"], "kestrel": ["power", "solar", "Kestrel"]}
 KEYWORDS = [q["keyword"] for q in QUESTIONS]
 ALL_QUERY_WORDS = sorted({w for words in QUERY_WORDS.values() for w in words})
 ANSWERS = [q["answer"] for q in QUESTIONS]
