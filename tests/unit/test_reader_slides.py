@@ -241,7 +241,7 @@ def test_a_sentence_opening_on_a_pronoun_reads_with_the_one_before():
                  Region("u", "text", (45, 424, 853, 460), "Stick to the standard colors of the theme."))
     # "It" is \\alert: the sentence that says "red" is supported by the one before it, which names \\alert
     readings = Reader(None).rank("Which colour does \\alert use for content?", page)
-    red = [r for r in readings if r.evidence.startswith("It will")]
+    red = [r for r in readings if "It will" in r.evidence]
     assert red and red[0].coverage >= MIN_COVERAGE
 
 
@@ -256,3 +256,48 @@ def test_an_indefinite_article_introduces_no_name():
     assert _read("Which template does the theme define to add text to the footer?", page) != "custom template"
     page = _page(Region("t", "text", (45, 100, 700, 130), "Load the appendixnumberbeamer package for backup slides."))
     assert _read("Which package is loaded for backup slides?", page) == "appendixnumberbeamer package"
+
+
+def test_the_kind_of_thing_asked_for_need_not_be_printed():
+    page = _page(Region("h", "heading", (20, 40, 400, 70), "Overlaps of colors"),
+                 Region("t", "text", (40, 100, 700, 130), "Remember how to do that with MS PowerPoint?"))
+    # "software" says what kind of answer is wanted; the page prints the software, not the word
+    assert _read("Which software does the overlaps of colors slide mention?", page) == "MS PowerPoint"
+
+
+def test_scattered_labels_are_no_outline():
+    from vrag_rl.reader.reader import _outline_parents
+
+    diagram = [Region("a", "text", (542, 591, 1090, 638), "(X − A, N − A) (Y, a)"),
+               Region("b", "text", (609, 812, 1096, 859), "(X, N) (Y, N)"),
+               Region("c", "text", (880, 585, 897, 614), "a"),  # above the line before it: another block
+               Region("d", "text", (702, 716, 717, 744), "r")]  # three lines below: another block
+    assert _outline_parents(diagram) == {}
+
+
+def test_a_paragraph_heads_no_outline_but_a_one_line_item_does():
+    from vrag_rl.reader.reader import _outline_parents
+
+    regions = [Region("p", "text", (40, 100, 700, 190), "A paragraph of three lines that ends its sentence.\n"
+                                                        "It wraps.\nIt ends here."),
+               Region("q", "text", (90, 200, 700, 220), "A quotation set in under it"),
+               Region("i", "text", (40, 240, 700, 260), "1 Data may be missing."),
+               Region("j", "text", (90, 270, 700, 290), "This makes the problem hard.")]
+    assert _outline_parents(regions) == {"j": ["1 Data may be missing."]}
+
+
+def test_a_pronoun_opening_an_item_stands_for_the_line_it_hangs_from():
+    page = _page(Region("h", "heading", (17, 34, 619, 78), "The Model and the Problem"),
+                 Region("i", "text", (76, 142, 296, 162), "1 Data may be missing."),
+                 Region("j", "text", (100, 171, 488, 190), "This makes the problem NP-complete."))
+    answer = _read("What makes the problem NP-complete?", page)
+    assert answer is not None and "Data may be missing" in answer
+
+
+def test_a_command_line_is_one_name():
+    from vrag_rl.reader.spans import command_line
+
+    assert command_line("sudo tlmgr update --self --all") and not command_line("Use the -x option to run.")
+    page = _page(Region("a", "text", (45, 100, 700, 120), "高级用户可以选择升级特定宏包。建议初级用户执行"),
+                 Region("b", "text", (90, 130, 400, 150), "sudo tlmgr update --self --all"))
+    assert _read("建议初级用户执行哪条命令同时升级 tlmgr 本身和全部宏包？", page) == "sudo tlmgr update --self --all"

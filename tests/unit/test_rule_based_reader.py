@@ -17,7 +17,7 @@ import openai
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
-from search_engine.page_layout import PageLayout, Region, TableCell
+from search_engine.page_layout import Label, PageLayout, Region, TableCell
 from testkit.loopback import LoopbackServer
 from vrag_rl.agent.images import map_bbox_to_page, smart_resize
 from vrag_rl.reader import Frame, Reader, crop_box_of, map_layout, question_form
@@ -489,3 +489,30 @@ def test_a_definition_lists_term_names_its_indented_description():
     assert reading is not None and reading.answer == "100000"
     # the term names only the paragraphs indented under it
     assert Reader(None).read("What is the default of the --max-ppsize option?", options) is None
+
+
+def _plot(*, legend: bool) -> Region:
+    """A plot numbered on both axes, as pgfplots draws a line plot: y ticks in a column (typeset minus signs),
+    x ticks in a row; with `legend`, three series names stacked inside the plot's frame."""
+    y_ticks = [Label(t, (110, 134 + 62 * i, 145, 150 + 62 * i)) for i, t in enumerate(["1", "0.5", "0", "−0.5", "−1"])]
+    x_ticks = [Label(t, (192 + 94 * i, 401, 212 + 94 * i, 417)) for i, t in enumerate(["−4", "−2", "0", "2", "4"])]
+    names = [Label(t, (540, 140 + 23 * i, 585, 156 + 23 * i)) for i, t in enumerate(["lorem", "ipsum", "dolor"])]
+    labels = y_ticks + x_ticks + (names if legend else [])
+    return Region("f", "figure", (100, 120, 620, 420), "\n".join(lb.text for lb in labels), labels=labels)
+
+
+def test_a_plot_numbered_on_both_axes_and_its_legend():
+    from vrag_rl.reader.charts import read_chart
+
+    chart = read_chart(_plot(legend=True))
+    assert [lb.text for lb in chart.axis("y")] == ["1", "0.5", "0", "−0.5", "−1"]
+    assert [lb.text for lb in chart.axis("x")] == ["−4", "−2", "0", "2", "4"]
+    assert [lb.text for lb in chart.legend] == ["lorem", "ipsum", "dolor"]
+    assert chart.categories == []  # a column of words over the x ticks is a legend, not horizontal bars' names
+    page = _page(Region("h", "heading", (20, 17, 130, 41), "Line plots"), _plot(legend=True))
+    assert Reader(None).read("What is the lowest tick label on the y axis of the line plot?", page).answer == "−1"
+    assert Reader(None).read("What is the highest tick label on the x axis of the line plot?", page).answer == "4"
+    reading = Reader(None).read("Which series are in the legend of the line plot?", page)
+    assert reading is not None and reading.answer == "lorem, ipsum, dolor"
+    bare = _page(Region("h", "heading", (20, 17, 130, 41), "Line plots"), _plot(legend=False))
+    assert Reader(None).read("Which series are in the legend of the line plot?", bare) is None

@@ -45,6 +45,8 @@ class Chart:
 
     value_axis: list[Label] = field(default_factory=list)  # tick labels, in axis order
     value_axis_side: str = ""  # "y" (a column of ticks) or "x" (a row of ticks)
+    second_axis: list[Label] = field(default_factory=list)  # a numeric axis on the other side (a line plot's x)
+    legend: list[Label] = field(default_factory=list)  # series names stacked in a column inside the plot
     categories: list[Label] = field(default_factory=list)  # category labels, in axis order
     category_side: str = ""  # "x" (a row under the plot) or "y" (a column beside it)
     pairs: list[Pair] = field(default_factory=list)  # category ↔ value printed on its bar, where unambiguous
@@ -56,6 +58,12 @@ class Chart:
     @property
     def is_chart(self) -> bool:
         return bool(self.value_axis or len(self.categories) >= MIN_CATEGORIES)
+
+    def axis(self, side: str) -> list[Label]:
+        """The numeric ticks of the "x" or "y" axis ([] when that axis prints no numbers)."""
+        if self.value_axis_side == side:
+            return self.value_axis
+        return self.second_axis if self.value_axis and self.value_axis_side != side else []
 
 
 def _cx(label: Label) -> float:
@@ -107,13 +115,16 @@ def _monotonic(numbers: list[float]) -> bool:
     return len(set(numbers)) == len(numbers) and numbers in (ordered, ordered[::-1])
 
 
-def _value_axis(numeric: list[Label], tol: float) -> tuple[list[Label], str]:
-    """The longest run of numbers aligned in a column (y axis) or a row (x axis), monotonic along it."""
+def _value_axis(numeric: list[Label], tol: float, sides: str = "yx") -> tuple[list[Label], str]:
+    """The longest run of numbers aligned in a column (y axis) or a row (x axis), monotonic along it
+    (only on the `sides` given)."""
     best: tuple[list[Label], str] = ([], "")
     candidates = []
-    for key in (lambda lb: lb.box[2], _cx, lambda lb: lb.box[0]):  # right-aligned, centred, left-aligned ticks
-        candidates += [(sorted(g, key=_cy), "y") for g in _groups(numeric, key, tol)]
-    candidates += [(sorted(g, key=_cx), "x") for g in _groups(numeric, _cy, tol)]
+    if "y" in sides:
+        for key in (lambda lb: lb.box[2], _cx, lambda lb: lb.box[0]):  # right-aligned, centred, left-aligned
+            candidates += [(sorted(g, key=_cy), "y") for g in _groups(numeric, key, tol)]
+    if "x" in sides:
+        candidates += [(sorted(g, key=_cx), "x") for g in _groups(numeric, _cy, tol)]
     for group, side in candidates:
         if len(group) < MIN_TICKS or len(group) <= len(best[0]):
             continue
@@ -138,6 +149,10 @@ def read_chart(region: Region) -> Chart:
     numeric = [lb for lb in labels if number(lb) is not None]
     chart.value_axis, chart.value_axis_side = _value_axis(numeric, tol)
     taken = {id(lb) for lb in chart.value_axis}
+    if chart.value_axis:  # a line plot or a scatter plot numbers both axes
+        other = "x" if chart.value_axis_side == "y" else "y"
+        chart.second_axis = _value_axis([lb for lb in numeric if id(lb) not in taken], tol, other)[0]
+        taken |= {id(lb) for lb in chart.second_axis}
     words = [lb for lb in labels if id(lb) not in taken and number(lb) is None and not _upright(lb)]
     rows = [sorted(g, key=_cx) for g in _groups(words, _row_key, tol) if len(g) >= MIN_CATEGORIES]
     cols = [sorted(g, key=_cy) for g in _groups(words, lambda lb: lb.box[2], tol) if len(g) >= MIN_CATEGORIES]
@@ -146,14 +161,38 @@ def read_chart(region: Region) -> Chart:
         under = [g for g in rows if _row_key(g[0]) >= ticks_bottom - 2 * tol] or rows
         chart.categories, chart.category_side = max(under, key=len), "x"
     elif chart.value_axis_side == "x" and cols:  # horizontal bars: categories in a column, beside the plot
-        chart.categories, chart.category_side = max(cols, key=len), "y"
+        # (beside it: clear of the ticks' span; a column of words over the ticks is a legend inside the plot)
+        low, high = min(_cx(lb) for lb in chart.value_axis), max(_cx(lb) for lb in chart.value_axis)
+        beside = [g for g in cols if max(lb.box[2] for lb in g) <= low or min(lb.box[0] for lb in g) >= high]
+        if beside:
+            chart.categories, chart.category_side = max(beside, key=len), "y"
     elif rows and not chart.value_axis:
         chart.categories, chart.category_side = max(rows, key=len), "x"
     taken |= {id(lb) for lb in chart.categories}
     chart.pairs = _pairs(chart, [lb for lb in numeric if id(lb) not in taken])
     taken |= {id(p.value) for p in chart.pairs}
     _titles(chart, [lb for lb in labels if id(lb) not in taken])
+    chart.legend = _legend(chart, tol)
     return chart
+
+
+def _legend(chart: Chart, tol: float) -> list[Label]:
+    """The legend among the labels no axis claimed: words stacked in one column (left-aligned, a line
+    apart) within the plot's frame, as plotting libraries draw a legend box; [] when there is no such
+    column or no axis to frame it."""
+    axis = chart.value_axis + chart.second_axis + chart.categories
+    words = [lb for lb in chart.others if _level(lb) and number(lb) is None]
+    if not axis or len(words) < 2:
+        return []
+    left, top = min(lb.box[0] for lb in axis), min(lb.box[1] for lb in axis)
+    right, bottom = max(lb.box[2] for lb in axis), max(lb.box[3] for lb in axis)
+    inside = [lb for lb in words if left <= _cx(lb) <= right + 4 * tol and top - 2 * tol <= _cy(lb) <= bottom]
+    for group in _groups(inside, lambda lb: lb.box[0], tol):
+        column = sorted(group, key=_cy)
+        steps = [_cy(b) - _cy(a) for a, b in zip(column, column[1:])]
+        if len(column) >= 2 and all(0 < step <= 6 * tol for step in steps):
+            return column
+    return []
 
 
 def _pairs(chart: Chart, values: list[Label]) -> list[Pair]:

@@ -96,13 +96,14 @@ _Y_AXIS = re.compile(r"\b(y|vertical)[- ]?axis\b|纵轴|纵坐标|[yY]\s?轴", r
 _VALUE_AXIS = re.compile(r"\bvalue[- ]?axis\b|\bticks?\b|\bscale\b|刻度", re.I)
 _AXIS = re.compile(r"\baxis\b|\baxes\b|坐标轴", re.I)
 _CHART_TITLE = re.compile(r"\btitle\b|标题", re.I)
+_LEGEND = re.compile(r"\blegends?\b|图例", re.I)
 _COUNT = re.compile(r"\bhow many\b|多少个|几个", re.I)
 
 
 def chart_part(question: str) -> str:
     """Which part of a chart the question names, by the general vocabulary of charts: "x" / "y" (an
     axis named by letter or direction), "value" (the value axis, its ticks or scale), "axis" (an axis,
-    unnamed), "title" (the chart's title), "count" ("how many"), or "" for none."""
+    unnamed), "legend" (its legend), "title" (the chart's title), "count" ("how many"), or "" for none."""
     if _X_AXIS.search(question):
         return "x"
     if _Y_AXIS.search(question):
@@ -111,6 +112,8 @@ def chart_part(question: str) -> str:
         return "value"
     if _AXIS.search(question):
         return "axis"
+    if _LEGEND.search(question):
+        return "legend"
     if _CHART_TITLE.search(question):
         return "title"
     if _COUNT.search(question):

@@ -36,9 +36,10 @@ from vrag_rl.reader.question import (
     form_words,
     question_form,
     says_superlative,
+    which_head,
 )
 from vrag_rl.reader.relevance import MIN_COVERAGE, Embedder, TermWeights, terms_of
-from vrag_rl.reader.terms import CJK_RUN, content_terms, fold, words_of
+from vrag_rl.reader.terms import CJK_RUN, content_terms, fold, fuzzy_in, words_of
 from vrag_rl.reader.values import number_of
 
 TEXT_KINDS = ("text", "heading", "list", "caption")
@@ -99,9 +100,12 @@ class Reader:
         form = question_form(question, names)
         all_terms = set(content_terms(question))
         printed = set().union(set(), *(terms_of(f"{r.text} {r.caption}") for r in layout.regions))
-        # a verb that quotes the document ("does the lecture call") counts only where the page prints it
+        # a verb that quotes the document ("does the lecture call") counts only where the page prints it, and
+        # so does the noun a "which X" question asks for ("which software", 哪个命令): it says what kind of
+        # thing the answer is, and a page prints the thing ("MS PowerPoint"), rarely its kind beside it
+        kind_of_answer = set(content_terms(" ".join(which_head(question))))
         q_terms = [t for t in content_terms(question) if t not in form_words(question)
-                   and (t not in PHRASING_VERBS or t in printed)]
+                   and (t not in PHRASING_VERBS or t in printed) and (t not in kind_of_answer or fuzzy_in(t, printed))]
         if not q_terms:
             return []
         # the page's running header/footer, its title, its id and the caller's context name the document:
@@ -125,14 +129,14 @@ class Reader:
             around = heading if region.kind != "heading" else ""
             if region.region_id in terms:
                 around = f"{around} {terms[region.region_id]}".strip()
-            if region.region_id in parents:
-                around = f"{around} {parents[region.region_id]}".strip()
+            above = parents.get(region.region_id, [])
+            around = " ".join([around, *above]).strip()
             if region.kind == "table":
                 candidates += self._table(region, question, form, around, ignore)
             elif region.kind == "figure":
                 candidates += _figure(region, question, form, around, ignore)
             else:
-                candidates += _text(region, question, form, around, ignore=ignore)
+                candidates += _text(region, question, form, around, ignore=ignore, before=above[-1] if above else "")
         candidates += _captions_named(question, form, regions)
         candidates = [c for c in candidates if c.fits and c.answer.strip()]
         if not candidates:
@@ -149,7 +153,7 @@ class Reader:
         for candidate, cosine in zip(candidates, cosines):
             if not weights.matched(candidate.found):
                 continue
-            if not candidate.own - all_terms and candidate.answer == candidate.evidence:
+            if candidate.answer == candidate.evidence and not terms_of(candidate.answer) - all_terms:
                 continue  # only the question's own words (a title): it cannot hold an answer
             coverage = weights.coverage(candidate.found, page_terms | candidate.context)
             # evidence that itself states what is asked beats evidence that only sits under the right heading
@@ -373,6 +377,7 @@ def _joined(layout: PageLayout) -> PageLayout:
 
 
 _LEAD_IN_END = ":："
+_SENTENCE_STOP = ".。!！?？"
 
 
 def _line_height(regions: list[Region]) -> float:
@@ -384,25 +389,32 @@ def _line_height(regions: list[Region]) -> float:
 
 def _outline_ends(parent: Region, parent_lead_in: bool, region: Region, lead_in: bool, tol: float) -> bool:
     """Whether `region` lies outside what `parent` heads: a lead-in heads what follows at its indent or
-    deeper (until another lead-in at its level), an item only what is indented under it; lines centred on
-    each other head nothing."""
+    deeper (until another lead-in at its level), an item (not a paragraph) only what is indented under it;
+    lines centred on each other head nothing. `tol`: half a line."""
     (px1, _, px2, _), (x1, _, x2, _) = parent.box, region.box
     centred = abs((px1 + px2) / 2 - (x1 + x2) / 2) < tol and abs(px1 - x1) >= tol
     if parent_lead_in and not lead_in:
         return x1 < px1 - tol or centred
-    return x1 < px1 + tol or centred
+    # an item heads what is indented under it when it is a label, a phrase or one line; a paragraph of
+    # several lines that ends its sentence is complete, and what is set in under it is a block of its own
+    # (a quotation, an example)
+    paragraph = parent.text.rstrip()[-1:] in _SENTENCE_STOP and parent.box[3] - parent.box[1] > 3 * tol
+    return x1 < px1 + tol or centred or paragraph
 
 
-def _outline_parents(regions: list[Region]) -> dict[str, str]:
+def _outline_parents(regions: list[Region]) -> dict[str, list[str]]:
     """For each text or list region, the text of the lines it hangs from as an outline does: the lead-in
     above it that ends on a colon ("a different font scheme is loaded:", 由下列四部分组成：) and the item it
     is indented under ("pdfLaTeX — very old school compiler" over "Computer Modern Sans Serif is used as
     font"). A sub-item says nothing of what it is about, its parent does, as a heading does for its section.
     By position only: a parent lies above, further left by at least half a line (an indent step is about an
-    em), and the outline restarts at each heading; lines centred on each other are a centred block, not an
-    outline. Only the parent's sentence next to the child counts (the last of a lead-in paragraph)."""
-    tol = _line_height(regions) / 2
-    out: dict[str, str] = {}
+    em), and the outline restarts at each heading and where the next region is not the next line down (at
+    most two lines below: a new block, a column, a diagram's scattered labels); lines centred on each other
+    are a centred block, not an outline. Only the parent's sentence next to the child counts (the last of a
+    lead-in paragraph)."""
+    line = _line_height(regions)
+    tol = line / 2
+    out: dict[str, list[str]] = {}
     stack: list[tuple[Region, bool]] = []  # (region, is a lead-in), outermost first
     for region in regions:
         if region.kind == "heading":
@@ -410,12 +422,14 @@ def _outline_parents(regions: list[Region]) -> dict[str, str]:
             continue
         if region.kind not in ("text", "list") or not region.text.strip():
             continue
+        if stack and not 0 <= region.box[1] - stack[-1][0].box[3] + tol <= 2 * line + tol:
+            stack = []  # not the next line down (a new column or block, labels scattered over a diagram)
         lead_in = region.text.rstrip()[-1:] in _LEAD_IN_END
         while stack and _outline_ends(*stack[-1], region, lead_in, tol):
             stack.pop()
         if stack:
-            out[region.region_id] = " ".join(spans.sentences_of(p.text)[-1].text for p, _ in stack
-                                             if spans.sentences_of(p.text))
+            out[region.region_id] = [spans.sentences_of(p.text)[-1].text for p, _ in stack
+                                     if spans.sentences_of(p.text)]
         stack.append((region, lead_in))
     return out
 
@@ -481,10 +495,13 @@ def _band(region: Region, sentence: spans.Sentence) -> Box:
 
 
 def _text(region: Region, question: str, form: QuestionForm, context: str, kind: str = "text",
-          ignore: frozenset[str] = frozenset()) -> list[_Candidate]:
+          ignore: frozenset[str] = frozenset(), before: str = "") -> list[_Candidate]:
+    """Candidates of a text region: each sentence, and the span of it that answers. `context`: text around
+    the region (its heading, the lines it hangs from) whose terms count as the sentence's own; `before`: the
+    sentence the region follows from (the item it is indented under), which a pronoun opening it refers to."""
     out = []
     around = f"{context} {region.caption}"
-    previous = ""
+    previous = before
     for sentence in spans.sentences_of(region.text):
         answer, fit = spans.answer_span(sentence.text, question, form, ignore)
         if form.superlative and not form.wants_value:  # "which is highest": only a sentence that says so
@@ -493,8 +510,11 @@ def _text(region: Region, question: str, form: QuestionForm, context: str, kind:
         # a sentence that opens on a pronoun ("It will typeset your content in red.") is about what the
         # sentence before it names ("You can use \alert to ..."): half credit for that sentence's terms, as
         # for a running title (the pronoun points there; the sentence itself says only the rest)
-        referent = terms_of(previous) if _ANAPHOR.match(sentence.text) else set()
-        out.append(_Candidate(answer, sentence.text, _band(region, sentence), region.region_id, kind,
+        referent = terms_of(previous) if previous and _ANAPHOR.match(sentence.text) else set()
+        evidence = sentence.text
+        if referent and answer == sentence.text:  # no span read out: what the pronoun stands for is part of
+            answer = evidence = f"{previous} {sentence.text}"  # the answer ("Data may be missing. This makes…")
+        out.append(_Candidate(answer, evidence, _band(region, sentence), region.region_id, kind,
                               sentence.text, terms_of(f"{sentence.text} {around}"),
                               terms_of(sentence.text), fit > 0, True, bonus, referent))
         previous = sentence.text
@@ -582,14 +602,18 @@ def _chart_parts(region: Region, chart: charts.Chart, question: str, form: Quest
         label, what = titles[part]
         if label is not None:
             add(label.text, what, [label.box])
-    ticks = chart.value_axis
-    if ticks and form.superlative and part in ("axis", "x", "y", "value"):
-        side_ok = part in ("axis", "value") or part == chart.value_axis_side
-        if side_ok:
-            best = (max if form.superlative > 0 else min)(ticks, key=lambda lb: charts.number(lb) or 0.0)
-            extreme = "highest" if form.superlative > 0 else "lowest"
-            what = f"{extreme} value labelled on the value axis ({chart.value_axis_side})"
-            add(best.text, what, [lb.box for lb in ticks])
+    # the axis asked about: the one its letter names (a line plot numbers both), else the value axis
+    side = part if part in ("x", "y") else chart.value_axis_side
+    ticks = chart.axis(side) if part in ("axis", "x", "y", "value") else []
+    if ticks and form.superlative:
+        best = (max if form.superlative > 0 else min)(ticks, key=lambda lb: charts.number(lb) or 0.0)
+        extreme = "highest" if form.superlative > 0 else "lowest"
+        axis = "value axis" if side == chart.value_axis_side else "axis"
+        what = f"{extreme} tick label on the {axis} ({side})"
+        add(best.text, what, [lb.box for lb in ticks])
+    if part == "legend" and chart.legend and not form.wants_value:
+        # "which series are in the legend": its entries, top to bottom
+        add(", ".join(lb.text for lb in chart.legend), "legend entries", [lb.box for lb in chart.legend])
     labels = [lb for lb in region.labels if lb.text.strip()]
     if (form.quantity and part == "count" and len(labels) >= 2
             and not any(charts.number(lb) is not None for lb in labels)

@@ -318,12 +318,25 @@ def answer_span(text: str, question: str, form: QuestionForm,
     keyed = key_value(text, question) if not (form.yes_no or form.superlative) else ""
     if keyed and not (form.entity and not re.search(r"[^\W\d_]", keyed)):  # "who/where" wants words
         return keyed, 2
+    if form.entity and command_line(text):
+        return text.strip(), 2  # a command with its options is one name: "tlmgr update --self --all", whole
     if form.entity:
         names = head_phrases(text, question) or (
             identifiers_in(text, question) + ([] if has_cjk(text) else names_in(text, question)))
         if names:
             return _nearest(text, sorted(names), question, ignore), 2
     return text, 1
+
+
+# A command as printed to be typed: a lowercase program name, then its arguments, at least one an option
+# ("-x", "--self"), nothing else on the line (no sentence, no CJK)
+_COMMAND_LINE = re.compile(r"^\s*(?:\$\s*)?[a-z][\w.-]*(?:\s+\S+){0,8}?\s+--?[A-Za-z][\w=.-]*(?:\s+\S+){0,8}\s*$")
+
+
+def command_line(text: str) -> bool:
+    """Whether the text is one command line ("sudo tlmgr update --self --all", "R --no-save < in.R")."""
+    return "\n" not in text.strip() and not has_cjk(text) and bool(_COMMAND_LINE.match(text)) \
+        and not re.search(r"[.!?]\s*$|[.!?]\s+[A-Z]", text)
 
 
 _KEY_VALUE = re.compile(r"^\s*(?P<key>[^:：]{1,60}?)\s*[:：]\s*(?P<value>\S.{0,80}?)\s*[.。]?\s*$")

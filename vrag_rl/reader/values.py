@@ -14,7 +14,7 @@ _UNITS = ("%|percent|per ?cent|million|billion|thousand|trillion|mn|bn|k|[kmgt]w
           "yuan|yen|years?|months?|weeks?|days?|hours?|minutes?|seconds?|people|persons?|x|times|points?|元|万|亿|"
           "千|百|个|人|年|月|日|天|次|台|家|倍|米|公里|千米|吨")
 _VALUE = re.compile(
-    r"(?<![A-Za-z0-9_.])(?P<value>(?:[$€£¥]\s?)?[-+]?\d[\d,]*(?:\.\d+)?(?:\s?(?:" + _UNITS + r")(?![a-z]))*)",
+    r"(?<![A-Za-z0-9_.])(?P<value>(?:[$€£¥]\s?)?[-+\u2212]?\d[\d,]*(?:\.\d+)?(?:\s?(?:" + _UNITS + r")(?![a-z]))*)",
     re.IGNORECASE)
 _MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|december|"
            "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
@@ -112,12 +112,13 @@ def number_words_in(text: str) -> list[Value]:
 
 
 def number_of(text: str) -> float | None:
-    """The first number in a cell or label ("1,240" → 1240.0, "47%" → 47.0), None when it has none."""
-    match = re.search(r"[-+]?\d[\d,]*(?:\.\d+)?", text)
+    """The first number in a cell or label ("1,240" → 1240.0, "47%" → 47.0, "−1" → -1.0: typeset
+    mathematics prints the minus sign U+2212, not a hyphen), None when it has none."""
+    match = re.search(r"[-+\u2212]?\d[\d,]*(?:\.\d+)?", text)
     if not match:
         return None
     try:
-        return float(match.group(0).replace(",", ""))
+        return float(match.group(0).replace(",", "").replace("\u2212", "-"))
     except ValueError:
         return None
 
