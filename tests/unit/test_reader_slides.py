@@ -301,3 +301,27 @@ def test_a_command_line_is_one_name():
     page = _page(Region("a", "text", (45, 100, 700, 120), "高级用户可以选择升级特定宏包。建议初级用户执行"),
                  Region("b", "text", (90, 130, 400, 150), "sudo tlmgr update --self --all"))
     assert _read("建议初级用户执行哪条命令同时升级 tlmgr 本身和全部宏包？", page) == "sudo tlmgr update --self --all"
+
+
+def test_a_position_in_a_list_is_read_by_its_index():
+    from vrag_rl.reader.lists import items_in, ordinal
+
+    assert ordinal("What is the last entry of the Items list?") == -1
+    assert ordinal("Which transition is listed second?") == 2
+    assert ordinal("列表中的第三项是什么？") == 3
+    assert ordinal("Which was the first compiler to support OTF?") is None  # a rank, not a list's position
+    assert items_in("Split; Blinds; Box; Wipe; Replace.") == ["Split", "Blinds", "Box", "Wipe", "Replace"]
+    assert items_in("The theme is simple, clean and modern.") == []  # a sentence's clauses are no list
+    table = _table([["Items", "Enumerations"], ["• Milk", "1. First,"], ["• Eggs", "2. Second and"],
+                    ["• Potatos", "3. Last."]], "")
+    table = Region(table.region_id, table.kind, table.box, table.text, "", table.cells, 0, 0)  # no header row
+    page = _page(Region("h", "heading", (19, 17, 69, 41), "Lists"), table)
+    assert _read("What is the last entry of the Items list?", page) == "Potatos"
+    page = _page(Region("h", "heading", (130, 160, 523, 273), "Transitions"),
+                 Region("a", "text", (171, 314, 1303, 391), "Prosper offers seven transitions between slides:"),
+                 Region("b", "text", (273, 395, 485, 954), "Split; Blinds; Box; Wipe; Dissolve; Glitter; Replace."))
+    assert _read("Which transition is listed last?", page) == "Replace"
+    assert _read("Which transition is listed first?", page) == "Split"
+    # a position asked of a page that prints no list: nothing, not a sentence that merely names the list
+    page = _page(Region("t", "text", (40, 100, 700, 130), "Prosper offers seven transitions between slides."))
+    assert _read("Which transition is listed last?", page) is None

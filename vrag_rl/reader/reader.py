@@ -27,7 +27,7 @@ from typing import Any
 
 from search_engine.lexical import has_cjk
 from search_engine.page_layout import Box, PageLayout, Region
-from vrag_rl.reader import charts, figures, spans, tables
+from vrag_rl.reader import charts, figures, lists, spans, tables
 from vrag_rl.reader.geometry import intersects, union
 from vrag_rl.reader.question import (
     PHRASING_VERBS,
@@ -103,8 +103,8 @@ class Reader:
         # a verb that quotes the document ("does the lecture call") counts only where the page prints it, and
         # so does the noun a "which X" question asks for ("which software", 哪个命令): it says what kind of
         # thing the answer is, and a page prints the thing ("MS PowerPoint"), rarely its kind beside it
-        kind_of_answer = set(content_terms(" ".join(which_head(question))))
-        q_terms = [t for t in content_terms(question) if t not in form_words(question)
+        kind_of_answer = set(content_terms(" ".join(which_head(question)))) | lists.list_words(question)
+        q_terms = [t for t in content_terms(question) if t not in form_words(question) | lists.ordinal_words(question)
                    and (t not in PHRASING_VERBS or t in printed) and (t not in kind_of_answer or fuzzy_in(t, printed))]
         if not q_terms:
             return []
@@ -138,6 +138,8 @@ class Reader:
             else:
                 candidates += _text(region, question, form, around, ignore=ignore, before=above[-1] if above else "")
         candidates += _captions_named(question, form, regions)
+        if lists.ordinal(question) is not None:  # a position in a list: only a list's item answers, or nothing
+            candidates = _list_items(question, layout.regions, regions, parents)
         candidates = [c for c in candidates if c.fits and c.answer.strip()]
         if not candidates:
             return []
@@ -254,6 +256,33 @@ class Reader:
                                           terms_of(f"{col_label} {cell.text}"), True, True, 0.1, half,
                                           named=bool(cell_terms & ids)))
         return out
+
+
+def _list_items(question: str, page: list[Region], regions: list[Region],
+                parents: dict[str, list[str]]) -> list[_Candidate]:
+    """"What is the last entry of the Items list", "which transition is listed last": the item at the
+    position asked in each list the page prints (`lists`), supported by what names the list — its column
+    header, the heading and lead-in above it — and its items. Only for a question that asks a position."""
+    position = lists.ordinal(question)
+    if position is None:
+        return []
+    names: dict[str, str] = {}
+    heading = ""
+    for region in page:
+        heading = region.text if region.kind == "heading" else heading
+        names[region.region_id] = " ".join([heading, *parents.get(region.region_id, [])]).strip()
+    shown = {r.region_id for r in regions}
+    out = []
+    for printed in lists.printed_lists(page, names):
+        if printed.region_id not in shown or not -len(printed.items) <= position <= len(printed.items) or not position:
+            continue
+        item = printed.items[position - 1 if position > 0 else position]
+        around = f"{printed.name} {names.get(printed.region_id, '')}" if printed.name != names.get(
+            printed.region_id) else printed.name
+        evidence = f"{printed.name}: {'; '.join(printed.items)}".strip(": ")
+        out.append(_Candidate(item, evidence, printed.box, printed.region_id, "text", evidence,
+                              terms_of(f"{around} {' '.join(printed.items)}"), terms_of(printed.name), bonus=0.2))
+    return out
 
 
 # A reference label: "Figure 2", "Fig. 2", "Table 1.3", 图 1, 表 2 (the kind, then the number)
