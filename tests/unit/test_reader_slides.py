@@ -325,3 +325,41 @@ def test_a_position_in_a_list_is_read_by_its_index():
     # a position asked of a page that prints no list: nothing, not a sentence that merely names the list
     page = _page(Region("t", "text", (40, 100, 700, 130), "Prosper offers seven transitions between slides."))
     assert _read("Which transition is listed last?", page) is None
+
+
+def test_full_width_items_indented_under_a_lead_in_are_an_outline():
+    from vrag_rl.reader.reader import _outline_parents
+
+    regions = [Region("a", "text", (45, 154, 677, 228), "一个 Beamer 的主题由下列四部分组成："),
+               Region("b", "text", (66, 258, 674, 289), "1. 外部主题，用 \\usebeameroutertheme 命令；"),
+               Region("c", "text", (66, 308, 674, 339), "2. 颜色主题，用 \\usebeamercolortheme 命令；")]
+    # set in by an em on the left only: not a centred block
+    assert _outline_parents(regions) == {"b": ["一个 Beamer 的主题由下列四部分组成："],
+                                         "c": ["一个 Beamer 的主题由下列四部分组成："]}
+
+
+def test_a_zoom_reads_the_region_as_the_page_did():
+    page = _page(Region("h", "heading", (45, 44, 267, 74), "Advice"),
+                 Region("t", "text", (45, 374, 862, 403),
+                        "You can use \\alert to grab the attention of the reader. "
+                        "It will typeset your content in red."),
+                 Region("u", "text", (45, 424, 853, 460), "Stick to the standard colors of the theme."),
+                 Region("v", "text", (45, 470, 853, 500), "Use grayscale tints for the content of graphs."))
+    question = "Which colour does \\alert typeset the content in?"
+    reading = Reader(None).read(question, page)
+    assert reading is not None and "red" in reading.answer
+    x1, y1, x2, y2 = reading.box
+    zoomed = Reader(None).read(question, page, within=(x1 - 12, y1 - 12, x2 + 12, y2 + 12))
+    # term rarity is the page's, not the crop's: the zoom confirms the page's answer
+    assert zoomed is not None and zoomed.answer == reading.answer and zoomed.coverage == reading.coverage
+
+
+def test_a_list_naming_the_subject_among_others_is_no_answer():
+    page = _page(Region("h", "heading", (45, 22, 252, 56), "Predefined colors"),
+                 Region("b", "text", (45, 240, 500, 268), "acolor1 acolor2 acolor3 acolor4 acolor5"))
+    # the colour is in the swatches, not in the text: the line of names is no answer
+    assert _read("What colour does acolor3 show on the predefined colors slide?", page) is None
+    from vrag_rl.reader.lists import items_in
+
+    assert items_in("acolor1 acolor2 acolor3 acolor4") == ["acolor1", "acolor2", "acolor3", "acolor4"]
+    assert items_in("Alexey Shipunov Minot State University") == []  # capitalised words are a name

@@ -79,7 +79,8 @@ def _clean(item: str) -> str:
 def items_in(text: str) -> list[str]:
     """The items of a text printed as a list: bulleted items, else lines, else parts separated by
     semicolons (or commas, when every part is short: a list, not a sentence's clauses), else short words
-    alone in a column ("be fbd ggw"). [] when the text is no list of at least MIN_ITEMS items."""
+    alone in a column ("be fbd ggw"; capitalised words are a name, not a list). [] when the text is no
+    list of at least MIN_ITEMS items."""
     bulleted = [piece for line in text.split("\n") for piece, item in spans.items_of(line.strip()) if item]
     if len(bulleted) >= MIN_ITEMS:
         return [_clean(p) for p in bulleted]
@@ -93,7 +94,8 @@ def items_in(text: str) -> list[str]:
             return [_clean(p) for p in parts]
     words = one.split()
     if (len(words) >= MIN_ITEMS and not has_cjk(one) and not re.search(r"[.:;!?]", one)
-            and all(len(w) <= 12 and w.lower() not in STOPWORDS for w in words)):
+            and all(len(w) <= 12 and re.fullmatch(r"\w+", w) and w.lower() not in STOPWORDS for w in words)
+            and not any(w[:1].isupper() and w[1:].islower() for w in words)):  # "Minot State University": a name
         return words
     return []
 

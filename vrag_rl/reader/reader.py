@@ -124,7 +124,7 @@ class Reader:
         for region in all_regions:
             if region.kind == "heading":
                 heading = region.text
-            if region not in regions or region.kind in ("header", "footer"):
+            if region.kind in ("header", "footer"):
                 continue
             around = heading if region.kind != "heading" else ""
             if region.region_id in terms:
@@ -137,10 +137,15 @@ class Reader:
                 candidates += _figure(region, question, form, around, ignore)
             else:
                 candidates += _text(region, question, form, around, ignore=ignore, before=above[-1] if above else "")
-        candidates += _captions_named(question, form, regions)
+        candidates += _captions_named(question, form, all_regions)
         if lists.ordinal(question) is not None:  # a position in a list: only a list's item answers, or nothing
-            candidates = _list_items(question, layout.regions, regions, parents)
+            candidates = _list_items(question, layout.regions, parents)
         candidates = [c for c in candidates if c.fits and c.answer.strip()]
+        # how rare a term is, is a property of the page, not of the part of it in view: weights over the whole
+        # page's candidates, so that a zoom into a region reads it as the page did; answers from the view only
+        weights = TermWeights(q_terms, [c.own for c in candidates])
+        shown = {r.region_id for r in regions}
+        candidates = [c for c in candidates if c.region_id in shown]
         if not candidates:
             return []
         cover = _cover(layout)
@@ -149,7 +154,6 @@ class Reader:
             for candidate in candidates:
                 if any(candidate.region_id == r.region_id for r in cover):
                     candidate.found |= cover_terms
-        weights = TermWeights(q_terms, [c.own for c in candidates])
         cosines = self.embedder.cosines(question, [c.scored_text for c in candidates])
         readings = []
         for candidate, cosine in zip(candidates, cosines):
@@ -157,6 +161,8 @@ class Reader:
                 continue
             if candidate.answer == candidate.evidence and not terms_of(candidate.answer) - all_terms:
                 continue  # only the question's own words (a title): it cannot hold an answer
+            if candidate.answer == candidate.evidence and _names_one_item(candidate.answer, all_terms):
+                continue  # a list that only names what is asked about among others says nothing of it
             coverage = weights.coverage(candidate.found, page_terms | candidate.context)
             # evidence that itself states what is asked beats evidence that only sits under the right heading
             score = (coverage + 0.25 * weights.coverage(candidate.own) + 0.5 * float(cosine) + candidate.bonus
@@ -258,8 +264,14 @@ class Reader:
         return out
 
 
-def _list_items(question: str, page: list[Region], regions: list[Region],
-                parents: dict[str, list[str]]) -> list[_Candidate]:
+def _names_one_item(text: str, asked: set[str]) -> bool:
+    """Whether the text is a list ("acolor1 acolor2 acolor3 acolor4 acolor5") one of whose items the
+    question names: quoted whole, it repeats the question's subject among its siblings and says nothing of it."""
+    items = lists.items_in(text)
+    return len(items) >= lists.MIN_ITEMS and sum(bool(terms_of(i)) and terms_of(i) <= asked for i in items) == 1
+
+
+def _list_items(question: str, page: list[Region], parents: dict[str, list[str]]) -> list[_Candidate]:
     """"What is the last entry of the Items list", "which transition is listed last": the item at the
     position asked in each list the page prints (`lists`), supported by what names the list — its column
     header, the heading and lead-in above it — and its items. Only for a question that asks a position."""
@@ -271,10 +283,9 @@ def _list_items(question: str, page: list[Region], regions: list[Region],
     for region in page:
         heading = region.text if region.kind == "heading" else heading
         names[region.region_id] = " ".join([heading, *parents.get(region.region_id, [])]).strip()
-    shown = {r.region_id for r in regions}
     out = []
     for printed in lists.printed_lists(page, names):
-        if printed.region_id not in shown or not -len(printed.items) <= position <= len(printed.items) or not position:
+        if not -len(printed.items) <= position <= len(printed.items) or not position:
             continue
         item = printed.items[position - 1 if position > 0 else position]
         around = f"{printed.name} {names.get(printed.region_id, '')}" if printed.name != names.get(
@@ -421,7 +432,8 @@ def _outline_ends(parent: Region, parent_lead_in: bool, region: Region, lead_in:
     deeper (until another lead-in at its level), an item (not a paragraph) only what is indented under it;
     lines centred on each other head nothing. `tol`: half a line."""
     (px1, _, px2, _), (x1, _, x2, _) = parent.box, region.box
-    centred = abs((px1 + px2) / 2 - (x1 + x2) / 2) < tol and abs(px1 - x1) >= tol
+    # centred: set in from the left as far as from the right (a full-width item indented by an em is not)
+    centred = abs((x1 - px1) - (px2 - x2)) < tol and abs(px1 - x1) >= tol
     if parent_lead_in and not lead_in:
         return x1 < px1 - tol or centred
     # an item heads what is indented under it when it is a label, a phrase or one line; a paragraph of
