@@ -21,7 +21,7 @@ import numpy as np
 
 from search_engine.backends.base import open_visual_backend
 from search_engine.embedders import Embedder, load_from_spec
-from search_engine.fusion import RRF_K, ranks_from_scores, reciprocal_rank_fusion
+from search_engine.fusion import RRF_K, fused_order, ranks_from_scores, reciprocal_rank_fusion, score_tiebreak
 from search_engine.index.dense import DenseChannel
 from search_engine.index.fast_maxsim import FastParams
 from search_engine.index.manifest import Manifest, upgrade_message
@@ -300,6 +300,7 @@ class SearchEngine:
             regionless[regions.page_row[region_mask]] = False
         for qi in range(num_queries):
             rankings: dict[str, np.ndarray] = {}
+            raw_scores: dict[str, np.ndarray] = {}  # each ranking's own scores, for breaking fusion ties
             channel_rank: dict[str, dict[int, int]] = {}
             region_ranks: dict[str, np.ndarray] = {}
             for name, scores in channel_scores.items():
@@ -308,6 +309,7 @@ class SearchEngine:
                     continue  # no query term occurs anywhere: BM25 has no opinion
                 order = ranks_from_scores(row, valid & (row > 0) if name == "bm25" else valid, depth)
                 rankings[name] = order
+                raw_scores[name] = row
                 channel_rank[name] = {int(p): r + 1 for r, p in enumerate(order)}
                 if name in region_scores and regions is not None and region_mask is not None:
                     region_row = region_scores[name][qi]
@@ -317,6 +319,7 @@ class SearchEngine:
                     if np.any(has_region & valid):
                         region_order = ranks_from_scores(best, valid & has_region, depth)
                         rankings[name + REGION_SUFFIX] = region_order
+                        raw_scores[name + REGION_SUFFIX] = best
                         channel_rank[name + REGION_SUFFIX] = {int(p): r + 1 for r, p in enumerate(region_order)}
                         region_ranks[name + REGION_SUFFIX] = global_ranks(region_row, region_mask, name == "bm25")
             if not rankings:
@@ -332,7 +335,8 @@ class SearchEngine:
                 fused_scores = channel_scores[name][qi]
             else:
                 fused_scores = reciprocal_rank_fusion(rankings, num_pages, k=self.rrf_k, weights=weights)
-                top = ranks_from_scores(fused_scores, valid & (fused_scores > 0), top_k)
+                tiebreak = score_tiebreak(rankings, raw_scores, num_pages, weights)
+                top = fused_order(fused_scores, tiebreak, valid & (fused_scores > 0), top_k)
             hits = []
             for rank, page_row in enumerate(top, start=1):
                 record = state.manifest.pages[state.page_ids[page_row]]

@@ -48,6 +48,27 @@ def test_ranks_from_scores_masks_ties_and_depth():
     assert ranks_from_scores(scores, valid, 2).tolist() == [1, 4]
 
 
+def test_rrf_ties_are_broken_by_how_far_ahead_each_ranking_puts_a_page():
+    from search_engine.fusion import fused_order, score_tiebreak
+
+    # pages 0 and 1 swap ranks 1 and 2 between two rankings: RRF ties them exactly
+    rankings = {"dense": np.array([0, 1, 2]), "bm25": np.array([1, 0, 2])}
+    raw = {"dense": np.array([0.80, 0.79, 0.10]),  # page 0 barely ahead in dense
+           "bm25": np.array([4.0, 9.0, 1.0])}      # page 1 far ahead in BM25
+    fused = reciprocal_rank_fusion(rankings, 3)
+    assert fused[0] == pytest.approx(fused[1])
+    assert ranks_from_scores(fused, fused > 0, 3).tolist()[0] == 0  # a plain sort: the first page in the index
+    second = score_tiebreak(rankings, raw, 3)
+    assert second.tolist() == pytest.approx([1.0 + 4 / 9, 0.79 / 0.80 + 1.0, 0.1 / 0.8 + 1 / 9])
+    assert fused_order(fused, second, fused > 0, 3).tolist() == [1, 0, 2]
+    # only ties are broken: a page ahead by RRF stays ahead whatever its scores
+    rankings = {"dense": np.array([0, 1]), "bm25": np.array([0, 1])}
+    fused = reciprocal_rank_fusion(rankings, 2)
+    second = score_tiebreak(rankings, {"dense": np.array([0.5, 0.49]), "bm25": np.array([1.0, 0.99])}, 2)
+    assert fused_order(fused, np.array([0.0, 5.0]), fused > 0, 2).tolist() == [0, 1]
+    assert fused_order(fused, second, np.array([False, True]), 2).tolist() == [1]
+
+
 # ------------------------------------------------------------------------------------------------ MaxSim
 
 # Two pages whose every similarity with the query is negative: a MaxSim that starts its running max
