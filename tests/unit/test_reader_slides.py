@@ -363,3 +363,11 @@ def test_a_list_naming_the_subject_among_others_is_no_answer():
 
     assert items_in("acolor1 acolor2 acolor3 acolor4") == ["acolor1", "acolor2", "acolor3", "acolor4"]
     assert items_in("Alexey Shipunov Minot State University") == []  # capitalised words are a name
+
+
+def test_an_identifier_the_question_prints_must_be_in_the_evidence():
+    page = _page(Region("t", "text", (45, 100, 700, 130),
+                        "如果表 4.1 中的算符不够用的话，amsmath 允许用户在导言区用 \\DeclareMathOperator "
+                        "定义自己的算符。"))
+    # many shared bigrams, but \gcd is not on the page: nothing here says what \gcd is
+    assert _read("表 4.1 中的算符不够用的话，\\gcd 属于哪一类算符？", page) is None

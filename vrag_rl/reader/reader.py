@@ -155,10 +155,13 @@ class Reader:
                 if any(candidate.region_id == r.region_id for r in cover):
                     candidate.found |= cover_terms
         cosines = self.embedder.cosines(question, [c.scored_text for c in candidates])
+        keys = _key_terms(question) & set(q_terms)
         readings = []
         for candidate, cosine in zip(candidates, cosines):
             if not weights.matched(candidate.found):
                 continue
+            if any(not fuzzy_in(k, candidate.found | candidate.context | page_terms) for k in keys):
+                continue  # the question names its subject by an identifier the evidence does not print
             if candidate.answer == candidate.evidence and not terms_of(candidate.answer) - all_terms:
                 continue  # only the question's own words (a title): it cannot hold an answer
             if candidate.answer == candidate.evidence and _names_one_item(candidate.answer, all_terms):
@@ -262,6 +265,15 @@ class Reader:
                                           terms_of(f"{col_label} {cell.text}"), True, True, 0.1, half,
                                           named=bool(cell_terms & ids)))
         return out
+
+
+def _key_terms(question: str) -> set[str]:
+    """The terms of the identifiers the question prints (\\gcd, acolor3, train.csv, usebeamercolortheme):
+    they name its subject exactly, and evidence that does not print them is about something else however
+    many other words it shares (a Chinese sentence shares many bigrams with a Chinese question)."""
+    tokens = [token for _, token in spans.identifiers_in(question, "")]
+    tokens += re.findall(r"\\[A-Za-z]+", question)
+    return {t for token in tokens for t in content_terms(token)}
 
 
 def _names_one_item(text: str, asked: set[str]) -> bool:
