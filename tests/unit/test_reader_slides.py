@@ -371,3 +371,11 @@ def test_an_identifier_the_question_prints_must_be_in_the_evidence():
                         "定义自己的算符。"))
     # many shared bigrams, but \gcd is not on the page: nothing here says what \gcd is
     assert _read("表 4.1 中的算符不够用的话，\\gcd 属于哪一类算符？", page) is None
+
+
+def test_a_long_name_before_the_noun_is_taken_whole():
+    text = "The theme itself is licensed under a Creative Commons Attribution-ShareAlike 4.0 International License."
+    assert [p for _, p in head_phrases(text, "Under which license is the theme released?")] == [
+        "Creative Commons Attribution-ShareAlike 4.0 International License"]
+    # a description of lowercase words still stops at three
+    assert head_phrases("We use the fancy very old school compiler here.", "Which compiler is used?") == []

@@ -263,7 +263,7 @@ def _named_before(text: str, tokens: list[re.Match[str]], noun: str, nouns: set[
         if stem(token.group(0).lower().strip(".’'")) != noun:
             continue
         first, modifiers = i, []
-        for j in range(i - 1, max(-1, i - 6), -1):
+        for j in range(i - 1, max(-1, i - 9), -1):
             word = tokens[j].group(0)
             gap = text[tokens[j].end():tokens[j + 1].start()]
             low = word.lower().strip(".’'")
@@ -272,7 +272,11 @@ def _named_before(text: str, tokens: list[re.Match[str]], noun: str, nouns: set[
             if stem(low) in nouns and not modifiers:
                 first = j
                 continue
-            if any(fuzzy_in(stem(part), asked) for part in re.split(r"[-–/]", low) if part) or len(modifiers) == 3:
+            # up to three words of description; a name printed as one (every word capitalised or a number:
+            # "Creative Commons Attribution-ShareAlike 4.0 International") is taken whole
+            long_name = all(_name_like(w) for w in [*modifiers, word])
+            if any(fuzzy_in(stem(part), asked) for part in re.split(r"[-–/]", low) if part) or (
+                    len(modifiers) >= 3 and not long_name):
                 break
             modifiers.append(word)
             first = j
