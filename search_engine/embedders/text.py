@@ -28,10 +28,15 @@ def resolve_text_model(name: str) -> str:
 
 
 class SentenceEmbedder:
-    """Mean-pooled, L2-normalised sentence vectors; pages longer than max_length are split into
-    windows and averaged so the end of a dense page still counts."""
+    """Mean-pooled, L2-normalised sentence vectors; texts longer than max_length are split into
+    windows and averaged so the end of a dense page still counts.
 
-    def __init__(self, model: str = "minilm", device: str = "auto", batch_size: int = 32, max_length: int = 256):
+    `max_length` 128: all-MiniLM-L6-v2 was trained on sequences of 128 word pieces (its model card), so
+    windows of that size are what its vectors mean; 256-token windows (the earlier default) found the right
+    page first less often on the real-PDF development set (R@1 87.3 -> 89.9 with 128, slide decks unchanged:
+    their regions are short)."""
+
+    def __init__(self, model: str = "minilm", device: str = "auto", batch_size: int = 32, max_length: int = 128):
         import torch
         from transformers import AutoModel, AutoTokenizer
 
