@@ -379,3 +379,14 @@ def test_a_long_name_before_the_noun_is_taken_whole():
         "Creative Commons Attribution-ShareAlike 4.0 International License"]
     # a description of lowercase words still stops at three
     assert head_phrases("We use the fancy very old school compiler here.", "Which compiler is used?") == []
+
+
+def test_a_superlative_describes_and_never_names():
+    from vrag_rl.reader.question import names_superlative
+
+    text = "North America remained the largest region in 2023."
+    assert head_phrases(text, "Which region brought the most revenue?") == []
+    # the page's title printing the superlative does not hide it when the question asks for the top one
+    assert not names_superlative("What is the most used travel app in the survey?", "Most used travel apps")
+    assert names_superlative("What is the population of Peking in the largest cities table?",
+                             "Table 1: Largest cities in the world")

@@ -38,6 +38,13 @@ _SUPERLATIVE_MAX = re.compile(r"\b(most|largest|highest|biggest|greatest|top|max
 _SUPERLATIVE_MIN = re.compile(r"\b(least|lowest|smallest|fewest|minimum|worst)\b|最(少|小|低)")
 _FIGURE = re.compile(r"\b(figure|fig|chart|graph|diagram|plot|picture|image|illustration|map|legend|axis)\b|"
                      r"图|图表|示意")
+
+
+def is_superlative(word: str) -> bool:
+    """One word that ranks ("largest", "least"): it describes a thing by its rank and never names it."""
+    return bool(_SUPERLATIVE_MAX.fullmatch(word.lower()) or _SUPERLATIVE_MIN.fullmatch(word.lower()))
+
+
 _REASON = re.compile(r"^\s*(why|how)\b|为什么|为何|如何|怎么", re.IGNORECASE)  # a reason or a manner, not an amount
 _YES_NO = re.compile(r"^\s*(is|are|was|were|does|do|did|can|could|has|have|had|will|should)\b", re.IGNORECASE)
 
@@ -153,11 +160,19 @@ def names_superlative(question: str, titles: str) -> bool:
     phrase = superlative_phrase(question)
     if not phrase or not titles:
         return False
+    q = question.lower()
+    marker = _SUPERLATIVE_MAX.search(q) or _SUPERLATIVE_MIN.search(q)
+    if marker is not None and _ASKS_WHAT_FOLLOWS.search(q[:marker.start()]):
+        return False  # "what is the most used app": the superlative is what is asked, whatever the page calls it
     printed = " ".join(stem(w) for w in words_of(titles)) if " " in phrase else titles.lower()
     wanted = " ".join(stem(w) for w in phrase.split()) if " " in phrase else phrase
     return re.search(r"(?<![\w])" + re.escape(wanted) + r"(?![\w])", printed) is not None
 
 
+# The superlative is the question's object ("what is the most used app", "which city has the largest
+# population"), not a name inside one of its phrases ("the population of Peking in the largest cities table")
+_ASKS_WHAT_FOLLOWS = re.compile(r"^\s*(?:what|which)\b(?:\s+[\w’'-]+){0,3}?\s+"
+                                r"(?:is|are|was|were|has|have|had)\s+the\s*$")
 _WHICH_LATIN = re.compile(r"\b(?:which|what)\s+((?:[\w’'-]+\s+){0,3}[\w’'-]+)", re.I)
 _WHICH_CJK = re.compile(r"哪一?[个些家里位所种类款条项列行部本名]([\u4e00-\u9fff]{1,2})|什么([\u4e00-\u9fff]{1,2})")
 

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from search_engine.lexical import has_cjk
-from vrag_rl.reader.question import QuestionForm, which_head
+from vrag_rl.reader.question import QuestionForm, is_superlative, which_head
 from vrag_rl.reader.terms import STOPWORDS, content_terms, fuzzy_in, stem, words_of
 from vrag_rl.reader.values import _REFERENCE_LABEL, EN_NUMBER_WORDS, Value, named_in, number_words_in, values_in
 
@@ -272,6 +272,8 @@ def _named_before(text: str, tokens: list[re.Match[str]], noun: str, nouns: set[
             if stem(low) in nouns and not modifiers:
                 first = j
                 continue
+            if is_superlative(low):
+                break  # "the largest region" describes the region; it does not name it
             # up to three words of description; a name printed as one (every word capitalised or a number:
             # "Creative Commons Attribution-ShareAlike 4.0 International") is taken whole
             long_name = all(_name_like(w) for w in [*modifiers, word])
