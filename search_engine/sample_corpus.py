@@ -254,7 +254,9 @@ def _solar_brief(path: Path) -> None:
     c.save()
 
 
-def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+def load_font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+    """DejaVu Sans at `size` pixels where installed (Debian's fonts-dejavu), else Pillow's built-in font: the
+    pictures drawn here (and by the test kit) need a scalable font that OCR reads."""
     for name in ("DejaVuSans.ttf", "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"):
         try:
             return ImageFont.truetype(name, size)
@@ -270,7 +272,7 @@ def _scanned_memo(path: Path) -> None:
 
     image = Image.new("RGB", (1240, 1754), "white")
     draw = ImageDraw.Draw(image)
-    font, big = _font(34), _font(48)
+    font, big = load_font(34), load_font(48)
     draw.text((100, 120), "MEMO - Board of Directors", fill="black", font=big)
     lines = ["Date: 14 February 2024", "", "The board approved a dividend of",
              "0.42 dollars per share, payable in April.", "", "Signed: the Company Secretary"]

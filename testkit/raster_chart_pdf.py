@@ -8,26 +8,19 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
+
+from search_engine.sample_corpus import load_font
 
 CATEGORIES = (("North", 42), ("South", 17), ("East", 29))
 CAPTION = "Figure 1: Units sold by region"
-
-
-def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
-    for name in ("DejaVuSans.ttf", "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"):
-        try:
-            return ImageFont.truetype(name, size)
-        except OSError:
-            continue
-    return ImageFont.load_default(size)
 
 
 def raster_chart_png() -> bytes:
     """A bar chart as a PNG: a baseline, one bar per category, its value above it and its name below."""
     image = Image.new("RGB", (900, 520), "white")
     draw = ImageDraw.Draw(image)
-    font = _font(30)
+    font = load_font(30)
     draw.line((80, 440, 860, 440), fill="black", width=3)
     for k, (name, value) in enumerate(CATEGORIES):
         x = 140 + 250 * k
