@@ -216,9 +216,9 @@ def _pairs(chart: Chart, values: list[Label]) -> list[Pair]:
     out = []
     for k, hits in sorted(found.items()):
         if len(hits) == 1:
-            value = number(hits[0])
-            if value is not None:
-                out.append(Pair(cats[k], hits[0], value))
+            printed = number(hits[0])
+            if printed is not None:
+                out.append(Pair(cats[k], hits[0], printed))
     return out
 
 

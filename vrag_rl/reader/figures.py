@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import cast
 
 from search_engine.page_layout import Box, Region
-from vrag_rl.reader.values import number_of, values_in
+from vrag_rl.reader.values import Value, number_of, values_in
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ def label_lines(region: Region) -> list[str]:
     return [part.strip() for line in region.text.split("\n") for part in line.split(" | ") if part.strip()]
 
 
-def _numbers(text: str) -> list:
+def _numbers(text: str) -> list[Value]:
     """The numbers printed in a label (a month name is a label, not a value)."""
     return [v for v in values_in(text) if not v.is_date]
 
@@ -50,8 +51,9 @@ def _line_pair(line: str, box: Box | None = None) -> LabelValue | None:
     if (before and not before[-1].isspace() and before[-1] not in ":(") or (after and after[0].isalnum()):
         return None
     label = (before + after).strip(" :|-–()")
-    if label and re.search(r"[^\W\d_]", label) and number_of(value.text) is not None:
-        return LabelValue(label, value.text, number_of(value.text), box)
+    number = number_of(value.text)
+    if label and re.search(r"[^\W\d_]", label) and number is not None:
+        return LabelValue(label, value.text, number, box)
     return None
 
 
@@ -75,5 +77,7 @@ def label_values(region: Region) -> list[LabelValue]:
     numbers = [line for line in lines if _value_only(line)]
     if len(labels) >= 2 and len(numbers) == len(labels):  # one value per label, or no pairing at all: the
         # figure's text carries no positions, so axis ticks mixed with bar labels cannot be told apart
-        return [LabelValue(label, value, number_of(value)) for label, value in zip(labels, numbers)]
+        # (cast: a `_value_only` line holds a number `values_in` found, so it has a digit and number_of
+        # reads it)
+        return [LabelValue(label, value, cast(float, number_of(value))) for label, value in zip(labels, numbers)]
     return pairs

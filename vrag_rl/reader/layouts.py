@@ -92,6 +92,8 @@ class PageLayouts:
         from search_engine.client import SearchClient
 
         async def get() -> PageLayout:
+            if self.search_url is None:  # `page` asks only with a URL; without one this fails, logged, as before
+                raise ValueError("no search server URL")
             client = SearchClient(self.search_url, timeout=self.timeout, max_retries=1)
             try:
                 return await client.page_layout(page_id)
@@ -127,7 +129,7 @@ class PageLayouts:
             group.sort(key=lambda ln: (ln.box[1], ln.box[0]))
             box = (min(ln.box[0] for ln in group), min(ln.box[1] for ln in group), max(ln.box[2] for ln in group),
                    max(ln.box[3] for ln in group))
-            regions.append(Region(f"l{i + 1}", "text", tuple(float(v) for v in box),
+            regions.append(Region(f"l{i + 1}", "text", (float(box[0]), float(box[1]), float(box[2]), float(box[3])),
                                   "\n".join(ln.text for ln in group)))
         layout = PageLayout(page_id, image.width, image.height, regions, "ocr")
         self._ocr.put(key, layout)

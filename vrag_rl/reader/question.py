@@ -193,9 +193,9 @@ def which_head(question: str) -> list[str]:
             words.append(word.lower().strip("’'"))
         if words:
             return list(reversed(words))
-    match = _WHICH_CJK.search(question)
-    if match:
-        return [match.group(1) or match.group(2)]
+    cjk = _WHICH_CJK.search(question)
+    if cjk:
+        return [cjk.group(1) or cjk.group(2)]
     return []
 
 

@@ -213,8 +213,9 @@ class Reader:
         cell_count: dict[str, int] = {}
         for r in rows:
             for c in cols:
-                if grid.cell(r, c) is not None:
-                    for term in terms_of(grid.cell(r, c).text) & q_terms:
+                cell = grid.cell(r, c)
+                if cell is not None:
+                    for term in terms_of(cell.text) & q_terms:
                         cell_count[term] = cell_count.get(term, 0) + 1
         keys = {term for term, count in cell_count.items() if count == 1}
         # an identifier (an address, a file name, a code: not a plain word) printed in one cell names its row
@@ -222,7 +223,7 @@ class Reader:
         # (a long number printed once, not a year, is as sure a key: "which column has 11014 unique values")
         ids = {term for term in keys if len(term) >= 4 and not term.isalpha() and (
             re.search(r"[^\W\d_]", term) or (sum(ch.isdigit() for ch in term) >= 4 and not _YEAR.fullmatch(term)))}
-        row_texts = {r: " ".join(grid.cell(r, c).text for c in cols if grid.cell(r, c) is not None) for r in rows}
+        row_texts = {r: " ".join(grid.cells[r, c].text for c in cols if (r, c) in grid.cells) for r in rows}
         out: list[_Candidate] = []
         if form.superlative and not form.quantity and grid.header_cols:
             out += _extreme_rows(region, grid, rows, cols, col_hit, form, question, around, half)
@@ -516,20 +517,22 @@ def _extreme_rows(region: Region, grid: tables.Grid, rows: list[int], cols: list
     """"Which … has the most …": per value column the question names (or the only one), the label of
     the row with the largest (smallest) number."""
     out = []
-    value_cols = [c for c in cols if sum(grid.cell(r, c) is not None and number_of(grid.cell(r, c).text) is not None
+    value_cols = [c for c in cols if sum((r, c) in grid.cells and number_of(grid.cells[r, c].text) is not None
                                          for r in rows) >= 2]
     for c in value_cols:
         if len(value_cols) > 1 and not col_hit.get(c):
             continue
-        numbered = [(number_of(grid.cell(r, c).text), r) for r in rows
-                    if grid.cell(r, c) is not None and number_of(grid.cell(r, c).text) is not None
+        # (every row in `numbered` has a cell in column c: indexed below)
+        numbered = [(number_of(grid.cells[r, c].text), r) for r in rows
+                    if (r, c) in grid.cells and number_of(grid.cells[r, c].text) is not None
                     and grid.row_labels.get(r)]
         if len(numbered) < 2:
             continue
         number, r = (max if form.superlative > 0 else min)(numbered)
         label, col_label = grid.row_labels[r], grid.col_labels.get(c, "")
-        evidence = f"{label} | {col_label}: {grid.cell(r, c).text}" if col_label else f"{label}: {grid.cell(r, c).text}"
-        column_box = union([grid.cell(rr, c).box for _, rr in numbered] + grid.header_boxes(r, c))
+        cell_text = grid.cells[r, c].text
+        evidence = f"{label} | {col_label}: {cell_text}" if col_label else f"{label}: {cell_text}"
+        column_box = union([grid.cells[rr, c].box for _, rr in numbered] + grid.header_boxes(r, c))
         labels = " ".join(grid.row_labels.get(rr, "") for _, rr in numbered)
         out.append(_Candidate(label, evidence, column_box, region.region_id, "table", f"{col_label} {around}",
                               terms_of(f"{col_label} {labels} {around}"), terms_of(f"{col_label} {label}"),

@@ -13,6 +13,7 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import numpy as np
@@ -42,7 +43,7 @@ class TermWeights:
             self.weights[term] = math.log(1 + n / (1 + df)) + 1.0
         self.total = sum(self.weights.values())
 
-    def coverage(self, found: set[str], elsewhere: set[str] = frozenset()) -> float:
+    def coverage(self, found: set[str], elsewhere: AbstractSet[str] = frozenset()) -> float:
         """Weighted share of the question's terms in `found` (full credit) or only `elsewhere` on the
         page (half credit: the page's running title names the company, the evidence the figure)."""
         if not self.total:
@@ -69,12 +70,13 @@ class Embedder:
         self._size = cache_size
         self._lock = threading.Lock()
 
-    def _vectors(self, texts: list[str]) -> dict[str, np.ndarray]:
+    def _vectors(self, model: Any, texts: list[str]) -> dict[str, np.ndarray]:
+        """Unit vectors of the texts by `model` (the caller's non-None `self.model`), from the cache when there."""
         with self._lock:
             missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
         found: dict[str, np.ndarray] = {}
         if missing:
-            rows = self.model.embed_queries(missing)
+            rows = model.embed_queries(missing)
             for text, row in zip(missing, rows):
                 vector = np.asarray(row, np.float32).reshape(-1)
                 found[text] = vector / max(float(np.linalg.norm(vector)), 1e-9)
@@ -83,14 +85,17 @@ class Embedder:
                 self._cache[text] = vector
                 if len(self._cache) > self._size:
                     self._cache.popitem(last=False)
-            return {t: found.get(t, self._cache.get(t)) for t in texts}
+            # each text was embedded just now or was in the cache when looked up; one evicted since (by the
+            # inserts above when the cache is full, or by another thread) fails here with a KeyError, where it
+            # used to fail in `cosines` on a None vector: known gap, not changed by this typing
+            return {t: found[t] if t in found else self._cache[t] for t in texts}
 
     def cosines(self, question: str, texts: Sequence[str]) -> np.ndarray:
         """Cosine of each text with the question (zeros without a model). An English embedder reads
         Chinese as little more than characters: its cosine is scaled down for CJK questions."""
         if self.model is None or not texts:
             return np.zeros(len(texts), np.float32)
-        vectors = self._vectors([question, *texts])
+        vectors = self._vectors(self.model, [question, *texts])
         q = vectors[question]
         out = np.array([float(vectors[t] @ q) for t in texts], np.float32)
         return out * (0.35 if has_cjk(question) else 1.0)

@@ -262,7 +262,8 @@ def _named_before(text: str, tokens: list[re.Match[str]], noun: str, nouns: set[
     for i, token in enumerate(tokens):
         if stem(token.group(0).lower().strip(".’'")) != noun:
             continue
-        first, modifiers = i, []
+        first = i
+        modifiers: list[str] = []
         for j in range(i - 1, max(-1, i - 9), -1):
             word = tokens[j].group(0)
             gap = text[tokens[j].end():tokens[j + 1].start()]

@@ -129,12 +129,12 @@ def stacked_tables(regions: list[Region]) -> list[Region]:
 
     lines: list[Region] = []
     for region in regions:  # a paragraph region with its lines kept apart: each line a candidate row
-        rows = [row for row in region.text.split("\n") if row.strip()]
-        if len(rows) > 1 and region.kind in ("text", "list"):
+        row_texts = [row for row in region.text.split("\n") if row.strip()]
+        if len(row_texts) > 1 and region.kind in ("text", "list"):
             x1, y1, x2, y2 = region.box
-            step = (y2 - y1) / len(rows)
+            step = (y2 - y1) / len(row_texts)
             lines += [Region(f"{region.region_id}.{i}", "text", (x1, y1 + i * step, x2, y1 + (i + 1) * step), row)
-                      for i, row in enumerate(rows)]
+                      for i, row in enumerate(row_texts)]
         else:
             lines.append(region)
     out: list[Region] = []
@@ -163,9 +163,11 @@ def stacked_tables(regions: list[Region]) -> list[Region]:
             if end - k > best_run[1] - best_run[0]:
                 best_run = (k, end)
             k = end + 1
-        first, last = best_run
-        header = stack[first - 1] if first > 0 else None
-        rows = [(r, parts[i]) for i, r in enumerate(stack) if first <= i < last]
+        run_start, run_end = best_run
+        header = stack[run_start - 1] if run_start > 0 else None
+        rows = [(r, part) for i, (r, part) in enumerate(zip(stack, parts))
+                if run_start <= i < run_end and part is not None]  # no part in the run is None (the loop
+        # above): the test only says so to the type checker
         if len(rows) < 2:
             continue
         used.update(r.region_id for r in ([header] if header else []) + [r for r, _ in rows])

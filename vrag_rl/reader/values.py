@@ -68,7 +68,9 @@ def values_in(text: str) -> list[Value]:
         if any(a <= match.start() < b for a, b in spans):
             continue
         raw = match.group("value").rstrip(" ,")
-        digits = re.search(r"\d[\d,]*(?:\.\d+)?", raw).group(0).replace(",", "")
+        number_match = re.search(r"\d[\d,]*(?:\.\d+)?", raw)
+        assert number_match is not None, "_VALUE matches a digit, and rstrip(' ,') keeps it"
+        digits = number_match.group(0).replace(",", "")
         try:
             number = float(digits)
         except ValueError:
@@ -125,8 +127,8 @@ def number_of(text: str) -> float | None:
 
 def named_in(value: Value, question: str) -> bool:
     """The question itself names this number ("in 2023"): it is a condition, not the answer."""
-    digits = re.sub(r"[^\d.]", "", re.search(r"\d[\d,.]*", value.text).group(0)).strip(".") \
-        if re.search(r"\d", value.text) else ""
+    number_match = re.search(r"\d[\d,.]*", value.text)  # None for a count written as a word ("seven")
+    digits = re.sub(r"[^\d.]", "", number_match.group(0)).strip(".") if number_match else ""
     if not digits:
         return False
     return re.search(r"(?<![\d.])" + re.escape(digits) + r"(?![\d.])",
