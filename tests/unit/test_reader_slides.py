@@ -390,3 +390,24 @@ def test_a_superlative_describes_and_never_names():
     assert not names_superlative("What is the most used travel app in the survey?", "Most used travel apps")
     assert names_superlative("What is the population of Peking in the largest cities table?",
                              "Table 1: Largest cities in the world")
+
+
+def test_the_embedder_cache_never_loses_a_vector_it_just_looked_up():
+    """A full cache evicts its oldest entries when this call's new vectors go in: a text found in the cache
+    at lookup must still be answered (it used to be read back after the inserts and crash)."""
+    import numpy as np
+
+    from vrag_rl.reader.relevance import Embedder
+
+    class Letters:
+        calls: list[list[str]] = []
+
+        def embed_queries(self, texts):
+            self.calls.append(list(texts))
+            return [np.eye(4, dtype=np.float32)[sum(map(ord, t)) % 4][None, :] for t in texts]
+
+    model = Letters()
+    embedder = Embedder(model, cache_size=2)
+    embedder.cosines("q", ["a"])  # cache: q, a
+    assert embedder.cosines("q2", ["q"]).shape == (1,)  # q cached; inserting q2 used to evict it first
+    assert model.calls == [["q", "a"], ["q2"]]  # the cached vector was used, not recomputed

@@ -71,24 +71,29 @@ class Embedder:
         self._lock = threading.Lock()
 
     def _vectors(self, model: Any, texts: list[str]) -> dict[str, np.ndarray]:
-        """Unit vectors of the texts by `model` (the caller's non-None `self.model`), from the cache when there."""
-        with self._lock:
-            missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        """Unit vectors of the texts by `model` (the caller's non-None `self.model`), from the cache when there.
+
+        The cached vectors are taken when they are looked up: the inserts of this call (a full cache evicts
+        its oldest entries) or another thread may evict them before the answer is assembled."""
         found: dict[str, np.ndarray] = {}
+        with self._lock:
+            for text in dict.fromkeys(texts):
+                if text in self._cache:
+                    found[text] = self._cache[text]
+                    self._cache.move_to_end(text)  # recently used: evicted last
+        missing = [t for t in dict.fromkeys(texts) if t not in found]
+        fresh: dict[str, np.ndarray] = {}
         if missing:
             rows = model.embed_queries(missing)
             for text, row in zip(missing, rows):
                 vector = np.asarray(row, np.float32).reshape(-1)
-                found[text] = vector / max(float(np.linalg.norm(vector)), 1e-9)
+                fresh[text] = vector / max(float(np.linalg.norm(vector)), 1e-9)
         with self._lock:
-            for text, vector in found.items():
+            for text, vector in fresh.items():
                 self._cache[text] = vector
                 if len(self._cache) > self._size:
                     self._cache.popitem(last=False)
-            # each text was embedded just now or was in the cache when looked up; one evicted since (by the
-            # inserts above when the cache is full, or by another thread) fails here with a KeyError, where it
-            # used to fail in `cosines` on a None vector: known gap, not changed by this typing
-            return {t: found[t] if t in found else self._cache[t] for t in texts}
+        return {t: fresh[t] if t in fresh else found[t] for t in texts}
 
     def cosines(self, question: str, texts: Sequence[str]) -> np.ndarray:
         """Cosine of each text with the question (zeros without a model). An English embedder reads
