@@ -18,12 +18,12 @@ from search_engine.page_layout import Box, Region
 from vrag_rl.reader import spans
 from vrag_rl.reader.geometry import union
 from vrag_rl.reader.terms import STOPWORDS, stem
+from vrag_rl.reader.values import cjk_number
 
 _ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
              "eighth": 8, "ninth": 9, "tenth": 10, "last": -1, "final": -1}
 _ORDINAL = re.compile(r"\b(" + "|".join(_ORDINALS) + r")\b", re.IGNORECASE)
 _CJK_ORDINAL = re.compile(r"第\s*([一二三四五六七八九十]|\d+)\s*[个项条种行列]?|最后一?[个项条种]?")
-_CJK_DIGITS = "一二三四五六七八九十"
 # The question points at a list: it names one, its entries, or that something is listed (general English
 # and Chinese)
 _LIST_WORDS = re.compile(r"\b(lists?|listed|entry|entries|items?|bullets?|enumerat\w*|order)\b|列表|列出|所列|哪一?项",
@@ -45,7 +45,7 @@ def ordinal(question: str) -> int | None:
     if match.group(0).startswith("最后"):
         return -1
     number = match.group(1)
-    return int(number) if number.isdigit() else _CJK_DIGITS.index(number) + 1
+    return int(number) if number.isdigit() else int(cjk_number(number) or 0)
 
 
 def ordinal_words(question: str) -> set[str]:

@@ -117,29 +117,14 @@ class Reader:
         ignore = frozenset(page_terms)
         all_regions = list(layout.regions) + tables.stacked_tables(layout.regions)
         regions = [r for r in all_regions if within is None or intersects(r.box, within)]
-        candidates: list[_Candidate] = []
-        heading = ""
-        terms = _defined_terms(layout.regions)
         parents = _outline_parents(layout.regions)
-        for region in all_regions:
-            if region.kind == "heading":
-                heading = region.text
-            if region.kind in ("header", "footer"):
-                continue
-            around = heading if region.kind != "heading" else ""
-            if region.region_id in terms:
-                around = f"{around} {terms[region.region_id]}".strip()
-            above = parents.get(region.region_id, [])
-            around = " ".join([around, *above]).strip()
-            if region.kind == "table":
-                candidates += self._table(region, question, form, around, ignore)
-            elif region.kind == "figure":
-                candidates += _figure(region, question, form, around, ignore)
-            else:
-                candidates += _text(region, question, form, around, ignore=ignore, before=above[-1] if above else "")
-        candidates += _captions_named(question, form, all_regions)
-        if lists.ordinal(question) is not None:  # a position in a list: only a list's item answers, or nothing
-            candidates = _list_items(question, layout.regions, parents)
+        position = lists.ordinal(question)
+        if position is not None:  # a position in a list: only a list's item answers, or nothing
+            candidates = _list_items(position, layout.regions, parents)
+        else:
+            candidates = self._region_candidates(all_regions, question, form, ignore,
+                                                 _defined_terms(layout.regions), parents)
+            candidates += _captions_named(question, form, all_regions)
         candidates = [c for c in candidates if c.fits and c.answer.strip()]
         # how rare a term is, is a property of the page, not of the part of it in view: weights over the whole
         # page's candidates, so that a zoom into a region reads it as the page did; answers from the view only
@@ -188,6 +173,31 @@ class Reader:
         return readings
 
     # ---- tables ----------------------------------------------------------------------------------------
+    def _region_candidates(self, regions: list[Region], question: str, form: QuestionForm, ignore: frozenset[str],
+                           terms: dict[str, str], parents: dict[str, list[str]]) -> list[_Candidate]:
+        """Candidates of every region of the page (headers and footers aside), each read with what lies
+        around it: its section heading, the term a definition list gives it (`terms`, `_defined_terms`), the
+        lines it hangs from (`parents`, `_outline_parents`)."""
+        candidates: list[_Candidate] = []
+        heading = ""
+        for region in regions:
+            if region.kind == "heading":
+                heading = region.text
+            if region.kind in ("header", "footer"):
+                continue
+            around = heading if region.kind != "heading" else ""
+            if region.region_id in terms:
+                around = f"{around} {terms[region.region_id]}".strip()
+            above = parents.get(region.region_id, [])
+            around = " ".join([around, *above]).strip()
+            if region.kind == "table":
+                candidates += self._table(region, question, form, around, ignore)
+            elif region.kind == "figure":
+                candidates += _figure(region, question, form, around, ignore)
+            else:
+                candidates += _text(region, question, form, around, ignore=ignore, before=above[-1] if above else "")
+        return candidates
+
     def _table(self, region: Region, question: str, form: QuestionForm, context: str,
                ignore: frozenset[str]) -> list[_Candidate]:
         region = tables.table_regions_from_text(region)
@@ -284,13 +294,11 @@ def _names_one_item(text: str, asked: set[str]) -> bool:
     return len(items) >= lists.MIN_ITEMS and sum(bool(terms_of(i)) and terms_of(i) <= asked for i in items) == 1
 
 
-def _list_items(question: str, page: list[Region], parents: dict[str, list[str]]) -> list[_Candidate]:
+def _list_items(position: int, page: list[Region], parents: dict[str, list[str]]) -> list[_Candidate]:
     """"What is the last entry of the Items list", "which transition is listed last": the item at the
-    position asked in each list the page prints (`lists`), supported by what names the list — its column
-    header, the heading and lead-in above it — and its items. Only for a question that asks a position."""
-    position = lists.ordinal(question)
-    if position is None:
-        return []
+    `position` the question asks (`lists.ordinal`: 1-based, -1 the last) in each list the page prints
+    (`lists`), supported by what names the list — its column header, the heading and lead-in above it — and
+    its items."""
     names: dict[str, str] = {}
     heading = ""
     for region in page:
@@ -482,8 +490,7 @@ def _outline_parents(regions: list[Region]) -> dict[str, list[str]]:
         while stack and _outline_ends(*stack[-1], region, lead_in, tol):
             stack.pop()
         if stack:
-            out[region.region_id] = [spans.sentences_of(p.text)[-1].text for p, _ in stack
-                                     if spans.sentences_of(p.text)]
+            out[region.region_id] = [sentences[-1].text for p, _ in stack if (sentences := spans.sentences_of(p.text))]
         stack.append((region, lead_in))
     return out
 

@@ -85,15 +85,15 @@ def values_in(text: str) -> list[Value]:
 EN_NUMBER_WORDS = {w: float(i) for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
     "seventeen eighteen nineteen twenty".split())}
-EN_NUMBER_WORDS.update({w: float(10 * i) for i, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split(),
-                                                            start=3)})
+EN_NUMBER_WORDS.update({w: float(10 * i)
+                        for i, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), start=3)})
 _NUMBER_WORD = re.compile(r"(?<![\w-])(" + "|".join(EN_NUMBER_WORDS) + r")(?=\s+(?!of\b|or\b|and\b|to\b)[a-z])",
                           re.IGNORECASE)
 _CJK_DIGITS = {c: float(i) for i, c in enumerate("零一二三四五六七八九")} | {"两": 2.0}
 _CJK_NUMBER = re.compile(r"([零一二两三四五六七八九十]{1,3})([个种项家次台位条款类名部本倍年天])")
 
 
-def _cjk_number(numeral: str) -> float | None:
+def cjk_number(numeral: str) -> float | None:
     """一 → 1, 十二 → 12, 二十 → 20, 二十五 → 25 (up to 99)."""
     if "十" not in numeral:
         return _CJK_DIGITS.get(numeral) if len(numeral) == 1 else None
@@ -107,7 +107,7 @@ def number_words_in(text: str) -> list[Value]:
     """Counts written as words in the text ("seven transitions" → seven, "五种" → 五种), as values."""
     out = [Value(m.group(1), m.start(1), EN_NUMBER_WORDS[m.group(1).lower()]) for m in _NUMBER_WORD.finditer(text)]
     for match in _CJK_NUMBER.finditer(text):
-        number = _cjk_number(match.group(1))
+        number = cjk_number(match.group(1))
         if number is not None:
             out.append(Value(match.group(0), match.start(), number))
     return out
