@@ -85,6 +85,12 @@ def _with_last_reply(record: dict[str, Any], upto: int, reply: str) -> dict[str,
     return {"messages": messages, "images": record["images"][:images]}
 
 
+def _last_turn_start(response_mask: Sequence[int]) -> int:
+    """Where the record's last assistant turn starts among its response tokens: after the last context
+    token (mask 0), the tool results and the turns before it."""
+    return max((k for k, m in enumerate(response_mask) if m == 0), default=-1) + 1
+
+
 def _reply_logprobs(model: Any, processor: Any, records: list[dict[str, Any]], base: Path) -> list[float]:
     """Per record, log π(its last reply | the turns before it), the reply's closing <|im_end|> left out.
 
@@ -101,8 +107,7 @@ def _reply_logprobs(model: Any, processor: Any, records: list[dict[str, Any]], b
         for i, record in enumerate(records):
             sample = record_to_sample(record, processor, base, i)
             logprobs, _ = response_logprobs(model, processor, sample)
-            mask = sample.response_mask
-            start = max((k for k, m in enumerate(mask) if m == 0), default=-1) + 1  # the last turn's tokens
+            start = _last_turn_start(sample.response_mask)
             totals.append(float(logprobs[0, start:-1].sum()))
     return totals
 
@@ -114,8 +119,7 @@ def _turn_prompts(record: dict[str, Any], processor: Any, base: Path) -> list[tu
     prompts = []
     for turn in (0, 1):
         sample = record_to_sample(_with_last_reply(record, turn, answer_reply("x")), processor, base)
-        mask = sample.response_mask
-        start = max((k for k, m in enumerate(mask) if m == 0), default=-1) + 1
+        start = _last_turn_start(sample.response_mask)
         prompts.append((sample.prompt_ids + sample.response_ids[:start], list(sample.images)))
     return prompts
 
