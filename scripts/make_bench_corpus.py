@@ -272,17 +272,43 @@ class StreamingTopK:
             rows = np.broadcast_to(np.arange(first_row + page, first_row + last), scores.shape)
             all_scores = np.concatenate([self.scores, scores], 1)
             all_rows = np.concatenate([self.rows, rows], 1)
-            keep = np.argsort(-all_scores, axis=1, kind="stable")[:, : self.k]
-            self.scores = np.take_along_axis(all_scores, keep, 1)
-            self.rows = np.take_along_axis(all_rows, keep, 1)
+            self._keep_best(all_scores, all_rows)
+
+    def merge(self, later: StreamingTopK) -> None:
+        """Take in the top-k of pages that come after every page seen so far (ties keep the earlier page)."""
+        self._keep_best(np.concatenate([self.scores, later.scores], 1), np.concatenate([self.rows, later.rows], 1))
+
+    def _keep_best(self, all_scores: np.ndarray, all_rows: np.ndarray) -> None:
+        keep = np.argsort(-all_scores, axis=1, kind="stable")[:, : self.k]
+        self.scores = np.take_along_axis(all_scores, keep, 1)
+        self.rows = np.take_along_axis(all_rows, keep, 1)
 
 
-def stream_queries(pages_of: PagesOf, num_queries: int, tokens: int, noise: float, seed: int, kinds: tuple[str, ...]
-                   ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """The query sets of `make_queries`, drawn from regenerated pages instead of a stored corpus."""
+def part_topk(queries: np.ndarray, k: int, base: list[np.ndarray], seed: int, noise: float, pages: int,
+              page_tokens: tuple[int, int], first: int, last: int
+              ) -> tuple[np.ndarray, np.ndarray, StreamingTopK, float]:
+    """Pages [first, last) regenerated block by block: (tokens, counts, their exact top-k, CPU seconds of
+    the top-k in this thread)."""
+    topk = StreamingTopK(queries, k)
+    vecs, cnts, exact_cpu = [], [], 0.0
+    for block in range(first, last, GEN_BLOCK):
+        v, c = stream_block(base, seed, block, noise, pages, page_tokens)
+        t0 = time.thread_time()
+        topk.update(block, v, c)
+        exact_cpu += time.thread_time() - t0
+        vecs.append(v)
+        cnts.append(c)
+    return np.concatenate(vecs), np.concatenate(cnts), topk, exact_cpu
+
+
+def stream_queries(pages_of: PagesOf, num_queries: int, tokens: int, noise: float, seed: int, kinds: tuple[str, ...],
+                   query_pages: int | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The query sets of `make_queries`, drawn from regenerated pages instead of a stored corpus; their
+    pages from the first `query_pages` pages (default all), so that every prefix of at least that many
+    pages holds every query's planted pages."""
 
     class _Gatherable:  # the slice of the TokenStore interface make_queries reads
-        num_pages, dim = pages_of.num_pages, 128
+        num_pages, dim = min(query_pages or pages_of.num_pages, pages_of.num_pages), 128
 
         @staticmethod
         def gather(rows):
@@ -292,13 +318,14 @@ def stream_queries(pages_of: PagesOf, num_queries: int, tokens: int, noise: floa
 
             return Gathered(np.concatenate(mats), counts)
 
-    return {kind: make_queries(_Gatherable(), num_queries, tokens, noise, seed, kind) for kind in kinds}  # type: ignore[arg-type]
+    return {kind: make_queries(_Gatherable(), num_queries, tokens, noise, seed, kind) for kind in kinds}
 
 
 def build_streaming(out: Path, pages: int, npz: Path, noise: float, seed: int, codec_spec: str, num_queries: int,
                     query_tokens: int, query_noise: float, kinds: tuple[str, ...], part_pages: int = 5000,
                     num_centroids: int | None = None, k: int = 100, page_tokens: tuple[int, int] = (700, 780),
-                    finish_prefix: bool = False) -> Path:
+                    finish_prefix: bool = False, workers: int = 1, milestones: tuple[int, ...] = (),
+                    query_pages: int | None = None) -> Path:
     """Generate `pages` pages straight into a compressed index `out/fast-<codec>/` (no fp16 copy), keeping
     the exact top-k of every query set on the fly; resumable after each part. Returns the index directory.
 
@@ -306,24 +333,38 @@ def build_streaming(out: Path, pages: int, npz: Path, noise: float, seed: int, c
     blocks) → per part: its two files, then stream_state.npz (pages done, top-k, counts: the part's commit
     mark for the generator) → inverted file + fast_meta.json → the query-set files bench_search reads.
 
+    `workers` parts are generated, scored and encoded at a time (threads: the work releases the GIL);
+    parts are committed in page order, so the state file always describes a prefix. A part a worker
+    wrote ahead of a kill is found complete on resume: it is regenerated for its top-k, not re-encoded.
+
+    `milestones`: page counts (multiples of `part_pages`) at which a finished smaller corpus is also
+    written, `out/prefix-<N>/` (hard links to the parts, its own inverted file and ground truth): one
+    run gives the 10k / 100k / 300k / 1M points of a scaling curve over the same queries (draw them from
+    the smallest milestone with `query_pages`, so every prefix holds every planted page).
+
     `finish_prefix`: stop generating and finish an index of the pages committed so far (a smaller corpus
     whose exact top-k is already known; queries whose target page is not generated yet are then ordinary
     queries without a planted answer). Running again without it continues the corpus and re-finishes it."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from search_engine.index.atomic import atomic_save_npz, atomic_write_json
     from search_engine.index.centroids import Codebook, default_num_centroids
-    from search_engine.index.compressed_index import PARTS_DIR, finish_compressed
-    from search_engine.index.compressed_store import write_part
-    from search_engine.index.fast_maxsim import FastParams
+    from search_engine.index.compressed_index import PARTS_DIR
+    from search_engine.index.compressed_store import part_complete, write_part
     from search_engine.index.residual_codec import ResidualCodec
 
     if part_pages % GEN_BLOCK:
         raise ValueError(f"part_pages must be a multiple of {GEN_BLOCK}")
+    if bad := [m for m in milestones if m % part_pages or not 0 < m < pages]:
+        raise ValueError(f"milestones {bad} must be multiples of part_pages ({part_pages}) below {pages}")
     out.mkdir(parents=True, exist_ok=True)
     params = {"kind": "stream", "pages": pages, "noise": noise, "seed": seed, "codec": codec_spec,
               "queries": num_queries, "query_tokens": query_tokens, "query_noise": query_noise,
               "query_sets": list(kinds), "part_pages": part_pages, "gen_block": GEN_BLOCK, "source": str(npz)}
-    if page_tokens != (700, 780):  # the default is not written, so older stream.json files still match
+    if page_tokens != (700, 780):  # defaults are not written, so older stream.json files still match
         params["page_tokens"] = list(page_tokens)
+    if query_pages is not None and query_pages < pages:
+        params["query_pages"] = query_pages
     meta_path = out / STREAM_META
     if meta_path.exists():
         old = json.loads(meta_path.read_text())
@@ -340,7 +381,7 @@ def build_streaming(out: Path, pages: int, npz: Path, noise: float, seed: int, c
         data = np.load(qpath)
         made = {kind: (data[f"{kind}_queries"], data[f"{kind}_targets"]) for kind in kinds}
     else:
-        made = stream_queries(pages_of, num_queries, query_tokens, query_noise, seed + 1, kinds)
+        made = stream_queries(pages_of, num_queries, query_tokens, query_noise, seed + 1, kinds, query_pages)
         atomic_save_npz(qpath, **{f"{kind}_{name}": arr for kind, (q, t) in made.items()
                                   for name, arr in (("queries", q), ("targets", t))})
     print(f"queries ready ({time.perf_counter() - started:.0f}s)", flush=True)
@@ -372,45 +413,144 @@ def build_streaming(out: Path, pages: int, npz: Path, noise: float, seed: int, c
     parts_dir = index_dir / PARTS_DIR
     parts_dir.mkdir(parents=True, exist_ok=True)
     exact_cpu = 0.0
-    while done < pages and not finish_prefix:
-        last = min(done + part_pages, pages)
-        vecs, cnts = [], []
-        for first in range(done, last, GEN_BLOCK):
-            v, c = stream_block(base, seed, first, noise, pages, page_tokens)
-            t0 = time.process_time()
-            topk.update(first, v, c)
-            exact_cpu += time.process_time() - t0
-            vecs.append(v)
-            cnts.append(c)
-        write_part(parts_dir, f"p{done:010d}-{last:010d}", codec, np.concatenate(vecs))
-        counts.extend(np.concatenate(cnts).tolist())
-        done = last
-        atomic_save_npz(state_path, pages_done=np.int64(done), counts=np.asarray(counts, np.int64),
-                        scores=topk.scores, rows=topk.rows,
-                        cpu_seconds=np.float64(cpu_before + time.process_time() - cpu_started))
-        print(f"  {done:,}/{pages:,} pages ({time.perf_counter() - started:.0f}s wall, "
-              f"{time.process_time() - cpu_started:.0f}s CPU of which exact top-k {exact_cpu:.0f}s, "
-              f"load {os.getloadavg()[0]:.1f})", flush=True)
-    counts_arr = np.asarray(counts, np.int64)
-    parts = [{"name": f"p{a:010d}-{min(a + part_pages, done):010d}",
+    for m in milestones:  # a milestone whose ground truth was written but whose index was not (killed)
+        if m <= done and query_set_path(out / f"prefix-{m}", kinds[0], num_queries, seed + 1).exists():
+            _finish_milestone(out, index_dir, codec, part_pages, m, np.asarray(counts, np.int64), cpu_before,
+                              pages)
+
+    def make_part(block: tuple[int, int]) -> tuple[np.ndarray, StreamingTopK, float]:
+        first, last = block
+        vecs, cnts, part_top, part_exact_cpu = part_topk(queries, k, base, seed, noise, pages, page_tokens,
+                                                         first, last)
+        if not part_complete(parts_dir, _part_name(first, last)):
+            write_part(parts_dir, _part_name(first, last), codec, vecs)
+        return cnts, part_top, part_exact_cpu
+
+    todo = [] if finish_prefix else [(a, min(a + part_pages, pages)) for a in range(done, pages, part_pages)]
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        for (_, last), (cnts, part_top, part_exact_cpu) in zip(todo, pool.map(make_part, todo)):
+            topk.merge(part_top)
+            exact_cpu += part_exact_cpu
+            counts.extend(cnts.tolist())
+            done = last
+            atomic_save_npz(state_path, pages_done=np.int64(done), counts=np.asarray(counts, np.int64),
+                            scores=topk.scores, rows=topk.rows,
+                            cpu_seconds=np.float64(cpu_before + time.process_time() - cpu_started))
+            print(f"  {done:,}/{pages:,} pages ({time.perf_counter() - started:.0f}s wall, "
+                  f"{time.process_time() - cpu_started:.0f}s CPU of which exact top-k {exact_cpu:.0f}s, "
+                  f"load {os.getloadavg()[0]:.1f})", flush=True)
+            if done in milestones:  # the workers go on with the next parts meanwhile
+                (out / f"prefix-{done}").mkdir(exist_ok=True)  # its ground truth first, then its index
+                _write_query_sets(out / f"prefix-{done}", kinds, made, topk.scores, topk.rows, num_queries, seed, done)
+                _finish_milestone(out, index_dir, codec, part_pages, done, np.asarray(counts, np.int64),
+                                  cpu_before + time.process_time() - cpu_started, pages)
+    _finish_index(index_dir, codec, done, part_pages, np.asarray(counts, np.int64),
+                  float(np.load(state_path)["cpu_seconds"]), pages)
+    _write_query_sets(out, kinds, made, topk.scores, topk.rows, num_queries, seed, done)
+    print(f"streamed {done:,} pages, {len(counts) and int(np.sum(counts)):,} tokens in "
+          f"{time.perf_counter() - started:.0f}s wall")
+    return index_dir
+
+
+def _part_name(first: int, last: int) -> str:
+    return f"p{first:010d}-{last:010d}"
+
+
+def _link_prefix(out: Path, index_dir: Path, prefix: Path, part_pages: int, done: int) -> None:
+    """`prefix/` as a streamed corpus of the first `done` pages: stream.json and the codec copied, the
+    parts hard-linked (no bytes copied; parts are written once and never changed in place)."""
+    import shutil
+
+    from search_engine.index.compressed_index import PARTS_DIR
+
+    target = prefix / index_dir.name
+    (target / PARTS_DIR).mkdir(parents=True, exist_ok=True)
+    shutil.copy2(out / STREAM_META, prefix / STREAM_META)
+    for f in index_dir.iterdir():  # the codec's tables and codec.json (not the whole index's ivf/meta)
+        if f.is_file() and not f.name.startswith(("ivf_", "fast_meta")) and not (target / f.name).exists():
+            shutil.copy2(f, target / f.name)
+    for a in range(0, done, part_pages):
+        for f in (index_dir / PARTS_DIR).glob(f"{_part_name(a, min(a + part_pages, done))}.*.npy"):
+            if not (target / PARTS_DIR / f.name).exists():
+                os.link(f, target / PARTS_DIR / f.name)
+
+
+def _finish_index(index_dir: Path, codec, done: int, part_pages: int, counts_arr: np.ndarray, cpu_seconds: float,
+                  planned: int) -> None:
+    """Inverted file + fast_meta.json of the first `done` pages (nothing when already finished)."""
+    from search_engine.index.compressed_index import finish_compressed
+    from search_engine.index.fast_maxsim import FastParams
+
+    parts = [{"name": _part_name(a, min(a + part_pages, done)),
               "counts": counts_arr[a : min(a + part_pages, done)].tolist()} for a in range(0, done, part_pages)]
     meta_file = index_dir / "fast_meta.json"
-    if not meta_file.exists() or json.loads(meta_file.read_text())["num_pages"] != done:
-        st = np.load(state_path)
-        finish_compressed(index_dir, codec, parts, FastParams(), {
-            "build_cpu_seconds": float(st["cpu_seconds"]), "streamed": True, "planned_pages": pages,
-            "load_avg_1m_at_build": os.getloadavg()[0]})
+    if meta_file.exists() and json.loads(meta_file.read_text())["num_pages"] == done:
+        return
+    t0 = time.perf_counter()
+    finish_compressed(index_dir, codec, parts, FastParams(), {
+        "build_cpu_seconds": cpu_seconds, "streamed": True, "planned_pages": planned,
+        "load_avg_1m_at_build": os.getloadavg()[0]})
+    print(f"{index_dir.parent.name}: inverted file of {done:,} pages in {time.perf_counter() - t0:.0f}s wall",
+          flush=True)
+
+
+def _write_query_sets(out: Path, kinds: tuple[str, ...], made: dict, scores: np.ndarray, rows: np.ndarray,
+                      num_queries: int, seed: int, done: int) -> None:
+    """The query-set files bench_search reads, with their exact top-k over the first `done` pages."""
+    from search_engine.index.atomic import atomic_save_npz
+
     nq = num_queries
     for i, kind in enumerate(kinds):
         part = slice(i * nq, (i + 1) * nq)
         qs, targets = made[kind]
-        path = query_set_path(out, kind, nq, seed + 1)
-        atomic_save_npz(path, queries=qs, targets=targets, exact_scores=topk.scores[part], exact_rows=topk.rows[part],
-                        exact_seconds=np.float64("nan"), kind=np.str_(kind), corpus_pages=np.int64(done))
-        print(f"{kind}: target page ranked first for {np.mean(topk.rows[part][:, 0] == targets):.1%} of queries "
-              f"({np.mean(targets < done):.0%} of the targets generated)")
-    print(f"streamed {done:,} pages, {int(counts_arr.sum()):,} tokens in {time.perf_counter() - started:.0f}s wall")
-    return index_dir
+        atomic_save_npz(query_set_path(out, kind, nq, seed + 1), queries=qs, targets=targets,
+                        exact_scores=scores[part], exact_rows=rows[part], exact_seconds=np.float64("nan"),
+                        kind=np.str_(kind), corpus_pages=np.int64(done))
+        print(f"{out.name} {kind}: target page ranked first for {np.mean(rows[part][:, 0] == targets):.1%} of "
+              f"queries ({np.mean(targets < done):.0%} of the targets generated)", flush=True)
+
+
+def _finish_milestone(out: Path, index_dir: Path, codec, part_pages: int, done: int, counts_arr: np.ndarray,
+                      cpu_seconds: float, planned: int) -> None:
+    """`out/prefix-<done>/` as a finished corpus, after its ground truth was written there: links and
+    its own inverted file (a kill in between is finished on resume)."""
+    prefix = out / f"prefix-{done}"
+    _link_prefix(out, index_dir, prefix, part_pages, done)
+    _finish_index(prefix / index_dir.name, codec, done, part_pages, counts_arr[:done], cpu_seconds, planned)
+
+
+def export_fp16_corpus(stream_dir: Path, pages: int, dest: Path) -> FlatTokenStore:
+    """The first `pages` pages of a streamed corpus as an fp16 token store: an ordinary corpus (with the
+    query sets of its milestone `prefix-<pages>/`, or of the whole stream when it has exactly that many
+    pages) on which fp16 methods, other libraries (`bench_plaid_libs.py`) and index builds from tokens
+    on disk (`bench_build.py`) run over exactly the pages the compressed index holds. Resumable."""
+    import shutil
+
+    meta = json.loads((stream_dir / STREAM_META).read_text())
+    if pages % GEN_BLOCK or pages > meta["pages"]:
+        raise SystemExit(f"--pages must be a multiple of {GEN_BLOCK} and at most the stream's {meta['pages']:,}")
+    base = load_base(Path(meta["source"]))
+    page_tokens = tuple(meta.get("page_tokens", (700, 780)))
+    writer = TokenStoreWriter(dest, dim=base[0].shape[1], extra_meta={
+        "source": meta["source"], "noise": meta["noise"], "seed": meta["seed"], "kind": "stream-export",
+        "stream": str(stream_dir)})
+    started = time.perf_counter()
+    while writer.num_pages < pages:
+        first = writer.num_pages
+        vecs, counts = stream_block(base, meta["seed"], first, meta["noise"], meta["pages"], page_tokens)
+        n = min(GEN_BLOCK, pages - first)
+        writer.append(vecs[: int(counts[:n].sum())].astype(np.float16), counts[:n])
+        writer.commit(target_pages=pages)
+        if writer.num_pages % 10_000 == 0:
+            print(f"  {writer.num_pages:,}/{pages:,} pages ({time.perf_counter() - started:.0f}s)", flush=True)
+    writer.close()
+    sets = stream_dir / f"prefix-{pages}"
+    if not sets.is_dir():
+        sets = stream_dir
+    for f in sets.glob("queries*_s*.npz"):
+        if int(np.load(f)["corpus_pages"]) == pages:
+            shutil.copy2(f, dest / f.name)
+    return FlatTokenStore(dest)
 
 
 class Kind(str, Enum):
@@ -425,7 +565,7 @@ app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions
 
 
 # `--query-sets standard noisy` as argparse's nargs="+" read it, and `--query-sets standard --query-sets noisy`
-@app.command(cls=command_spreading("--query-sets"), help=(__doc__ or "").splitlines()[0])
+@app.command(cls=command_spreading("--query-sets", "--milestones"), help=(__doc__ or "").splitlines()[0])
 def make(
     pages: Annotated[int, typer.Option()],
     out: Annotated[Path, typer.Option()],
@@ -448,6 +588,14 @@ def make(
     finish_prefix: Annotated[bool, typer.Option(
         "--finish-prefix", help="--stream: finish an index of the pages committed so far (run again to continue)")
     ] = False,
+    workers: Annotated[int, typer.Option(
+        help="--stream: parts generated and encoded at a time (threads; one per free core)")] = 1,
+    milestones: Annotated[list[int] | None, typer.Option(
+        help="--stream: also finish corpora of these first page counts as <out>/prefix-<N>/")] = None,
+    query_pages: Annotated[int | None, typer.Option(
+        help="--stream: draw the queries' pages from the first N pages (default: all)")] = None,
+    export_fp16: Annotated[Path | None, typer.Option(
+        help="write the first --pages pages of the streamed corpus at --out as an fp16 corpus here")] = None,
 ) -> None:
     """Generate the corpus (or the streamed compressed index) and the ground truth of its query sets."""
     import torch
@@ -457,9 +605,14 @@ def make(
     if not npz.exists():
         print(f"embeddings not found at {npz}", file=sys.stderr)
         raise typer.Exit(2)
+    if export_fp16 is not None:
+        store = export_fp16_corpus(out, pages, export_fp16)
+        print(f"{store.num_pages:,} pages, {store.num_tokens:,} tokens, {store.nbytes_on_disk() / 2**30:.2f} GiB")
+        return
     if stream:
         build_streaming(out, pages, npz, noise, seed, codec, queries, query_tokens, query_noise, sets, part_pages,
-                        centroids, finish_prefix=finish_prefix)
+                        centroids, finish_prefix=finish_prefix, workers=workers,
+                        milestones=tuple(milestones or ()), query_pages=query_pages)
         return
     store = build(out, pages, npz, noise, seed, kind=kind.value)
     print(f"{store.num_pages:,} pages, {store.num_tokens:,} tokens, {store.nbytes_on_disk() / 2**30:.2f} GiB")

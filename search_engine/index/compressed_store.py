@@ -16,7 +16,7 @@ resumes at the first missing part. Reads use `os.pread` (page cache, not the pro
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -167,11 +167,14 @@ class CompressedTokenStore(TokenStore):
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out, counts
 
-    def all_codes(self) -> np.ndarray:
-        """Centroid ids of every token, in page order (to rebuild the inverted file)."""
-        if not self._parts:
-            return np.zeros(0, np.uint16)
-        return np.concatenate([np.load(part.codes_path) for part in self._parts])
+    def part_codes(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(centroid ids, tokens per page) of each part in page order, one part in memory at a time
+        (the inverted file of a large store is built from these; see `InvertedFile.build_blocks`)."""
+        pages_per_part = np.bincount(self._page_part, minlength=len(self._parts))
+        first = 0
+        for part, n_pages in zip(self._parts, pages_per_part.tolist()):
+            yield np.load(part.codes_path), self.counts[first : first + n_pages]
+            first += n_pages
 
     def gather(self, page_rows: Sequence[int] | np.ndarray, dtype=np.float16) -> Gathered:
         rows = np.asarray(page_rows, np.int64)

@@ -153,7 +153,7 @@ def _compressed_store(index_dir: Path, codec_id: str, codec: ResidualCodec, segm
 
 
 def _ivf_of_parts(store: CompressedTokenStore, num_centroids: int) -> InvertedFile:
-    return InvertedFile.build(store.all_codes(), store.counts, num_centroids)
+    return InvertedFile.build_blocks(store.part_codes(), num_centroids)
 
 
 def build_compressed_fast_index(index_dir: str | Path, codec: str = "pq32", num_centroids: int | None = None,

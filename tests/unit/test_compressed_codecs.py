@@ -111,6 +111,68 @@ def test_a_killed_streaming_build_resumes_without_re_encoding(gen, base_npz, tmp
         np.testing.assert_array_equal(a["exact_rows"], b["exact_rows"])
 
 
+def test_two_workers_write_the_same_corpus_and_milestones_are_finished_prefixes(gen, base_npz, tmp_path):
+    reference = _build(gen, tmp_path / "ref", base_npz)
+    parallel = _build(gen, tmp_path / "par", base_npz, workers=2, milestones=(100, 200), query_pages=100)
+    for name in sorted(p.name for p in (reference / "parts").iterdir()):
+        assert (reference / "parts" / name).read_bytes() == (parallel / "parts" / name).read_bytes()
+    for kind in KINDS:
+        data = np.load(gen.query_set_path(tmp_path / "par", kind, 3, 1))
+        assert (data["targets"] < 100).all()  # drawn from the first milestone: every prefix holds them
+        np.testing.assert_array_equal(data["exact_rows"][:, :10], _brute_force_topk(gen, base_npz, data["queries"]))
+        for pages in (100, 200):
+            prefix = tmp_path / "par" / f"prefix-{pages}"
+            sub = np.load(gen.query_set_path(prefix, kind, 3, 1))
+            np.testing.assert_array_equal(sub["exact_rows"][:, :10],
+                                          _brute_force_topk(gen, base_npz, sub["queries"], pages))
+    prefix = tmp_path / "par" / "prefix-200" / "fast-sq2"
+    index = open_compressed(prefix)
+    assert index.num_pages == 200
+    part = "p0000000100-0000000200.codes.npy"
+    assert (prefix / "parts" / part).stat().st_ino == (parallel / "parts" / part).stat().st_ino  # linked, not copied
+    data = np.load(gen.query_set_path(prefix.parent, "standard", 3, 1))
+    _, rows = index.search(list(data["queries"]), top_k=10, nprobe=64, candidates=200, rerank=200)
+    assert all(r[0] == t for r, t in zip(rows, data["targets"]))
+
+
+def test_a_milestone_killed_before_its_index_is_finished_on_resume(gen, base_npz, tmp_path, monkeypatch):
+    import search_engine.index.compressed_index as ci
+
+    real_finish = ci.finish_compressed
+
+    def dying_finish(directory, *args, **kwargs):
+        if "prefix-" in str(directory):
+            raise KeyboardInterrupt("killed")
+        return real_finish(directory, *args, **kwargs)
+
+    monkeypatch.setattr(ci, "finish_compressed", dying_finish)
+    with pytest.raises(KeyboardInterrupt):
+        _build(gen, tmp_path / "s", base_npz, milestones=(100,))
+    assert not (tmp_path / "s" / "prefix-100" / "fast-sq2" / "fast_meta.json").exists()
+    monkeypatch.setattr(ci, "finish_compressed", real_finish)
+    _build(gen, tmp_path / "s", base_npz, milestones=(100,))
+    assert open_compressed(tmp_path / "s" / "prefix-100" / "fast-sq2").num_pages == 100
+
+
+def test_a_milestone_exports_as_the_fp16_corpus_of_the_same_pages(gen, base_npz, tmp_path):
+    _build(gen, tmp_path / "s", base_npz, milestones=(200,))
+    store = gen.export_fp16_corpus(tmp_path / "s", 200, tmp_path / "fp16")
+    of = gen.PagesOf(gen.load_base(base_npz), 0, 0.03, 300, PAGE_TOKENS)
+    assert store.num_pages == 200
+    for row in (0, 99, 100, 199):
+        np.testing.assert_array_equal(store.gather([row]).vectors, of.page(row).astype(np.float16))
+    for kind in KINDS:  # the milestone's ground truth came along
+        copied = np.load(gen.query_set_path(tmp_path / "fp16", kind, 3, 1))
+        assert int(copied["corpus_pages"]) == 200
+        np.testing.assert_array_equal(copied["exact_rows"][:, :10],
+                                      _brute_force_topk(gen, base_npz, copied["queries"], 200))
+
+
+def test_milestones_must_fall_on_part_boundaries(gen, base_npz, tmp_path):
+    with pytest.raises(ValueError, match="milestones"):
+        _build(gen, tmp_path / "s", base_npz, milestones=(150,))
+
+
 def test_streaming_refuses_other_parameters_in_the_same_directory(gen, base_npz, tmp_path):
     _build(gen, tmp_path / "s", base_npz)
     meta = json.loads((tmp_path / "s" / gen.STREAM_META).read_text())

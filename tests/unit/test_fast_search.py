@@ -389,6 +389,40 @@ def test_compressed_search_recall_and_the_exact_rescore(tmp_path, flat_store):
                      np.concatenate([pages[7], pages[3], pages[7]]).astype(np.float32)).mean() > 0.95
 
 
+def test_parallel_build_writes_the_same_parts_and_inverted_file(tmp_path, flat_store):
+    from search_engine.index.centroids import InvertedFile
+    from search_engine.index.compressed_index import build_compressed, open_compressed
+
+    store, _ = flat_store
+    one = build_compressed(store, tmp_path / "one", spec="sq2", part_pages=70)
+    two = build_compressed(store, tmp_path / "two", spec="sq2", part_pages=70, workers=2)
+    names = sorted(p.name for p in (one / "parts").iterdir())
+    assert len(names) > 4 and names == sorted(p.name for p in (two / "parts").iterdir())
+    for name in names:
+        assert (one / "parts" / name).read_bytes() == (two / "parts" / name).read_bytes()
+    # the inverted file built part by part is the one built from all codes at once
+    index = open_compressed(two)
+    codes = np.concatenate([c for c, _ in index.store.part_codes()])
+    whole = InvertedFile.build(codes, index.store.counts, index.codebook.num_centroids)
+    np.testing.assert_array_equal(index.ivf.offsets, whole.offsets)
+    np.testing.assert_array_equal(index.ivf.pages, whole.pages)
+
+
+def test_the_inverted_file_of_blocks_equals_the_whole_one():
+    from search_engine.index.centroids import InvertedFile
+
+    rng = np.random.default_rng(4)
+    counts = rng.integers(1, 30, 500)
+    codes = rng.integers(0, 97, int(counts.sum())).astype(np.uint16)
+    whole = InvertedFile.build(codes, counts, 100)  # centroids 97..99 hold nothing: empty lists
+    cuts = [0, 1, 120, 121, 300, 500]
+    token_cuts = np.concatenate([[0], np.cumsum(counts)])[cuts]
+    blocks = [(codes[token_cuts[i] : token_cuts[i + 1]], counts[cuts[i] : cuts[i + 1]]) for i in range(len(cuts) - 1)]
+    parts = InvertedFile.build_blocks(blocks, 100)
+    np.testing.assert_array_equal(parts.offsets, whole.offsets)
+    np.testing.assert_array_equal(parts.pages, whole.pages)
+
+
 class _DiesAfter:
     """A token source whose reads fail after `n` blocks: a build killed midway."""
 
