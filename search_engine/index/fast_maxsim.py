@@ -48,7 +48,10 @@ FAST_FORMAT = 1
 
 @dataclass
 class FastParams:
-    """Recall/speed knobs. Defaults reach recall@10 ≥ 0.99 of exact on the benchmark corpus."""
+    """Recall/speed knobs. The defaults reach recall@10 ≥ 0.99 of exact on the benchmark corpus up to
+    ~100k pages with an 8k-centroid codebook; with the default codebook of a 100k-page corpus (32k
+    centroids) each probe covers less, and nprobe 32 / candidates 256 are needed for ≥ 0.95 on every
+    query set (measured in docs/scale.md §7)."""
 
     nprobe: int = 16
     candidates: int = 128
