@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,12 +31,6 @@ import numpy as np
 
 from search_engine.index.atomic import atomic_save_npy, atomic_write_json
 from search_engine.index.centroids import Codebook
-
-# faiss's Python layer (SWIG proxies, its vector <-> array helpers) is not safe to enter from several threads
-# at once: parallel part encoding without this lock left a later faiss.Kmeans failing its own "...Vector"
-# class check in the same process (seen in the test suite). The C++ work inside stays parallel-safe, but
-# every call through the wrapper holds this lock.
-FAISS_LOCK = threading.Lock()
 
 CODEC_META = "codec.json"
 
@@ -168,8 +161,7 @@ class ResidualCodec:
         if kind != "sq":
             if self.rotation is not None:
                 res = res @ self.rotation.T
-            with FAISS_LOCK:
-                return self._faiss_pq().compute_codes(np.ascontiguousarray(res, np.float32))
+            return self._faiss_pq().compute_codes(np.ascontiguousarray(res, np.float32))
         buckets = np.zeros(res.shape, np.uint8)
         cutoffs = _table(self.cutoffs, "cutoffs", self.spec)
         for level in range(cutoffs.shape[1]):
@@ -222,10 +214,9 @@ class ResidualCodec:
     def decode_residuals(self, residual_bytes: np.ndarray) -> np.ndarray:
         """float32 (tokens, dim) residuals of stored residual bytes (pq: faiss's decoder, measured faster)."""
         if self.kind != "sq":
-            with FAISS_LOCK:
-                if self._pq is None:
-                    self._pq = self._faiss_pq()
-                decoded = self._pq.decode(np.ascontiguousarray(residual_bytes))
+            if self._pq is None:
+                self._pq = self._faiss_pq()
+            decoded = self._pq.decode(np.ascontiguousarray(residual_bytes))
             return decoded @ self.rotation if self.rotation is not None else decoded
         table, offsets = self._lookup_table()
         index = np.asarray(residual_bytes).astype(np.intp)
