@@ -349,7 +349,7 @@ def build_streaming(out: Path, pages: int, npz: Path, noise: float, seed: int, c
 
     from search_engine.index.atomic import atomic_save_npz, atomic_write_json
     from search_engine.index.centroids import Codebook, default_num_centroids
-    from search_engine.index.compressed_index import PARTS_DIR
+    from search_engine.index.compressed_index import PARTS_DIR, part_name
     from search_engine.index.compressed_store import part_complete, write_part
     from search_engine.index.residual_codec import ResidualCodec
 
@@ -422,8 +422,8 @@ def build_streaming(out: Path, pages: int, npz: Path, noise: float, seed: int, c
         first, last = block
         vecs, cnts, part_top, part_exact_cpu = part_topk(queries, k, base, seed, noise, pages, page_tokens,
                                                          first, last)
-        if not part_complete(parts_dir, _part_name(first, last)):
-            write_part(parts_dir, _part_name(first, last), codec, vecs)
+        if not part_complete(parts_dir, part_name(first, last)):
+            write_part(parts_dir, part_name(first, last), codec, vecs)
         return cnts, part_top, part_exact_cpu
 
     todo = [] if finish_prefix else [(a, min(a + part_pages, pages)) for a in range(done, pages, part_pages)]
@@ -452,16 +452,12 @@ def build_streaming(out: Path, pages: int, npz: Path, noise: float, seed: int, c
     return index_dir
 
 
-def _part_name(first: int, last: int) -> str:
-    return f"p{first:010d}-{last:010d}"
-
-
 def _link_prefix(out: Path, index_dir: Path, prefix: Path, part_pages: int, done: int) -> None:
     """`prefix/` as a streamed corpus of the first `done` pages: stream.json and the codec copied, the
     parts hard-linked (no bytes copied; parts are written once and never changed in place)."""
     import shutil
 
-    from search_engine.index.compressed_index import PARTS_DIR
+    from search_engine.index.compressed_index import PARTS_DIR, part_name
 
     target = prefix / index_dir.name
     (target / PARTS_DIR).mkdir(parents=True, exist_ok=True)
@@ -470,7 +466,7 @@ def _link_prefix(out: Path, index_dir: Path, prefix: Path, part_pages: int, done
         if f.is_file() and not f.name.startswith(("ivf_", "fast_meta")) and not (target / f.name).exists():
             shutil.copy2(f, target / f.name)
     for a in range(0, done, part_pages):
-        for f in (index_dir / PARTS_DIR).glob(f"{_part_name(a, min(a + part_pages, done))}.*.npy"):
+        for f in (index_dir / PARTS_DIR).glob(f"{part_name(a, min(a + part_pages, done))}.*.npy"):
             if not (target / PARTS_DIR / f.name).exists():
                 os.link(f, target / PARTS_DIR / f.name)
 
@@ -478,10 +474,10 @@ def _link_prefix(out: Path, index_dir: Path, prefix: Path, part_pages: int, done
 def _finish_index(index_dir: Path, codec, done: int, part_pages: int, counts_arr: np.ndarray, cpu_seconds: float,
                   planned: int) -> None:
     """Inverted file + fast_meta.json of the first `done` pages (nothing when already finished)."""
-    from search_engine.index.compressed_index import finish_compressed
+    from search_engine.index.compressed_index import finish_compressed, part_name
     from search_engine.index.fast_maxsim import FastParams
 
-    parts = [{"name": _part_name(a, min(a + part_pages, done)),
+    parts = [{"name": part_name(a, min(a + part_pages, done)),
               "counts": counts_arr[a : min(a + part_pages, done)].tolist()} for a in range(0, done, part_pages)]
     meta_file = index_dir / "fast_meta.json"
     if meta_file.exists() and json.loads(meta_file.read_text())["num_pages"] == done:

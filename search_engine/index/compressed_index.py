@@ -57,20 +57,21 @@ def _encode_parts(source: TokenStore, directory: Path, codec: ResidualCodec, blo
     the source and codec without pickling them or forking a process whose OpenMP runtime is live."""
     parts_dir = directory / PARTS_DIR
     parts_dir.mkdir(parents=True, exist_ok=True)
-    todo = [(first, last) for first, last in blocks if not part_complete(parts_dir, _part_name(first, last))]
+    todo = [(first, last) for first, last in blocks if not part_complete(parts_dir, part_name(first, last))]
     step = max(1, len(todo) // 10)
 
     def encode(block: tuple[int, int]) -> None:
-        write_part(parts_dir, _part_name(*block), codec, source.read_range(*block))
+        write_part(parts_dir, part_name(*block), codec, source.read_range(*block))
 
     with ThreadPoolExecutor(max(1, workers)) as pool:
         for i, _ in enumerate(pool.map(encode, todo)):  # in order, so the progress line names a real prefix
             if i % step == 0 or i == len(todo) - 1:
                 say(f"encoded pages up to {todo[i][1]:,}/{source.num_pages:,} ({time.perf_counter() - started:.0f}s)")
-    return [{"name": _part_name(first, last), "counts": source.counts[first:last].tolist()} for first, last in blocks]
+    return [{"name": part_name(first, last), "counts": source.counts[first:last].tolist()} for first, last in blocks]
 
 
-def _part_name(first: int, last: int) -> str:
+def part_name(first: int, last: int) -> str:
+    """The file-name stem of the part holding pages [first, last) (the streaming generator names its parts so too)."""
     return f"p{first:010d}-{last:010d}"
 
 
