@@ -8,7 +8,7 @@ probed centroids the page holds — or, when it holds none, the score of the wea
 (XTR's "missing similarity imputation": the true similarity is at most about that). The few
 hundred best pages by this estimate are rescored exactly (see `fast_maxsim.py`).
 
-Codebook: k-means with faiss (`faiss.Kmeans`, spherical: vectors are unit-norm). Assigning tens of
+Codebook: spherical k-means with faiss (vectors are unit-norm; `faiss_tables.spherical_kmeans`). Assigning tens of
 millions of tokens to ~32k centroids by brute force costs ~10^14 FLOP — hours on 2 CPU cores — so
 the codebook is two-level: a coarse k-means of ~sqrt(K) centroids, and inside each coarse cell its
 own fine k-means, sized by the cell's share of the sample. A token is coded by its best coarse cell,
@@ -27,6 +27,7 @@ from typing import Literal
 import numpy as np
 
 from search_engine.index.atomic import atomic_save_npy, atomic_write_json
+from search_engine.index.faiss_tables import spherical_kmeans
 
 MAX_CENTROIDS = 65_535  # codes are uint16
 
@@ -62,18 +63,16 @@ class Codebook:
         # is a one-off of a few seconds on a 262k-token sample; coding all tokens uses BLAS threads.
         faiss.omp_set_num_threads(1)
         try:
-            return cls._train(faiss, sample, num_centroids, niter, seed)
+            return cls._train(sample, num_centroids, niter, seed)
         finally:
             faiss.omp_set_num_threads(threads)
 
     @classmethod
-    def _train(cls, faiss, sample: np.ndarray, num_centroids: int, niter: int, seed: int) -> Codebook:
+    def _train(cls, sample: np.ndarray, num_centroids: int, niter: int, seed: int) -> Codebook:
         n, dim = sample.shape
         num_centroids = int(min(num_centroids, MAX_CENTROIDS, max(1, n // 4)))
         k1 = int(max(1, min(round(math.sqrt(num_centroids)), n // 8 or 1)))
-        coarse_km = faiss.Kmeans(dim, k1, niter=niter, seed=seed, spherical=True, verbose=False)
-        coarse_km.train(sample)
-        coarse = coarse_km.centroids.astype(np.float32)
+        coarse = spherical_kmeans(sample, k1, niter=niter, seed=seed)
         cell = np.argmax(sample @ coarse.T, axis=1)
         sizes = np.bincount(cell, minlength=k1)
         fine, offsets = [], [0]
@@ -86,10 +85,8 @@ class Codebook:
                 mean = members.mean(axis=0, keepdims=True)
                 part = mean / max(np.linalg.norm(mean), 1e-12)
             else:
-                km = faiss.Kmeans(dim, k2, niter=niter, seed=seed + c + 1, spherical=True, verbose=False,
-                                  min_points_per_centroid=1, max_points_per_centroid=1 << 20)
-                km.train(np.ascontiguousarray(members))
-                part = km.centroids
+                part = spherical_kmeans(members, k2, niter=niter, seed=seed + c + 1,
+                                        min_points_per_centroid=1, max_points_per_centroid=1 << 20)
             fine.append(np.asarray(part, np.float32))
             offsets.append(offsets[-1] + part.shape[0])
         return cls(coarse=coarse, centroids=np.concatenate(fine), fine_offsets=np.asarray(offsets, np.int64))

@@ -31,6 +31,7 @@ import numpy as np
 
 from search_engine.index.atomic import atomic_save_npy, atomic_write_json
 from search_engine.index.centroids import Codebook
+from search_engine.index.faiss_tables import linear_transform_matrix, pq_from_table, pq_table
 
 CODEC_META = "codec.json"
 
@@ -134,12 +135,12 @@ class ResidualCodec:
                 opq = faiss.OPQMatrix(dim, value)
                 opq.niter = 20
                 opq.train(np.ascontiguousarray(residuals))
-                rotation = faiss.vector_to_array(opq.A).reshape(dim, dim).astype(np.float32)
+                rotation = linear_transform_matrix(opq, dim)
                 residuals = np.ascontiguousarray(residuals @ rotation.T)
             pq.train(np.ascontiguousarray(residuals))
         finally:
             faiss.omp_set_num_threads(threads)
-        table = faiss.vector_to_array(pq.centroids).reshape(value, 1 << bits, dim // value).astype(np.float32)
+        table = pq_table(pq)
         return cls(codebook, spec, pq_centroids=table, rotation=rotation)
 
     # ---- coding -----------------------------------------------------------------------------------
@@ -175,13 +176,7 @@ class ResidualCodec:
 
     def _faiss_pq(self):
         """The faiss ProductQuantizer holding our sub-centroids (encoding runs in faiss)."""
-        import faiss
-
-        pq_centroids = _table(self.pq_centroids, "pq_centroids", self.spec)
-        m = pq_centroids.shape[0]
-        pq = faiss.ProductQuantizer(self.dim, m, codec_bits(self.spec))
-        faiss.copy_array_to_vector(np.ascontiguousarray(pq_centroids, np.float32).ravel(), pq.centroids)
-        return pq
+        return pq_from_table(_table(self.pq_centroids, "pq_centroids", self.spec), codec_bits(self.spec))
 
     def _lookup_table(self) -> tuple[np.ndarray, np.ndarray]:
         """(positions·256, record) table: the residual values one byte decodes to at each byte position

@@ -251,3 +251,40 @@ def test_ten_bit_codes_beat_eight_bit_codes_and_opq_is_no_worse(tokens, trained)
     held_out = tokens[4000:6000]
     pq8, pq10, opq8 = (_cos(trained(spec), held_out) for spec in ("pq8", "pq8x10", "opq8"))
     assert pq10 > pq8 and opq8 >= pq8 - 1e-3
+
+
+_TRAIN_BEFORE_AND_AFTER_PYMUPDF = """
+import numpy as np
+import faiss  # noqa: F401  (faiss first: PyMuPDF's later import takes over SWIG's std::vector<float> type)
+from search_engine.index.centroids import Codebook
+from search_engine.index.residual_codec import ResidualCodec
+
+rng = np.random.default_rng(3)
+x = rng.standard_normal((3000, 32)).astype(np.float32)
+x /= np.linalg.norm(x, axis=1, keepdims=True)
+
+def train():
+    book = Codebook.train(x, 32)
+    codecs = [ResidualCodec.train(book, x, spec) for spec in ("pq8", "opq8", "pq8x10")]
+    return book, codecs, [c.encode(x[:200]) for c in codecs]
+
+book_a, codecs_a, rows_a = train()
+import pymupdf  # noqa: F401
+assert type(faiss.ProductQuantizer(8, 2, 8).centroids).__module__.startswith("pymupdf"), "the clash is gone?"
+book_b, codecs_b, rows_b = train()
+np.testing.assert_array_equal(book_a.centroids, book_b.centroids)
+for a, b, ra, rb in zip(codecs_a, codecs_b, rows_a, rows_b):
+    np.testing.assert_array_equal(a.pq_centroids, b.pq_centroids)
+    np.testing.assert_array_equal(ra, rb)
+    np.testing.assert_allclose(a.decode(ra), b.decode(rb))
+print("ok")
+"""
+
+
+def test_codebooks_and_codecs_train_and_encode_after_pymupdf_takes_over_swig_vectors():
+    """faiss then PyMuPDF in one process (a server that searches, then ingests a PDF): same tables, same codes."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", _TRAIN_BEFORE_AND_AFTER_PYMUPDF], capture_output=True, text=True,
+                          timeout=300, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
