@@ -73,7 +73,8 @@ def test_scripts_edit_sys_path_only_where_they_must_and_say_why():
 
 
 @pytest.mark.parametrize("script", ["bench_real_docs.py", "bench_search.py", "make_bench_corpus.py",
-                                    "bench_plaid_libs.py", "bench_codecs.py", "bench_slides.py"])
+                                    "bench_plaid_libs.py", "bench_codecs.py", "bench_slides.py",
+                                    "attribute_misses.py"])
 def test_script_help_runs(script):
     """`--help` as a user runs it: the script's own process, from another folder (no reliance on the cwd)."""
     proc = subprocess.run([sys.executable, str(SCRIPTS / script), "--help"], capture_output=True, text=True,

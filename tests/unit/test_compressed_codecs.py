@@ -288,3 +288,26 @@ def test_codebooks_and_codecs_train_and_encode_after_pymupdf_takes_over_swig_vec
     done = subprocess.run([sys.executable, "-c", _TRAIN_BEFORE_AND_AFTER_PYMUPDF], capture_output=True, text=True,
                           timeout=300, cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
+def test_attribute_misses_charges_every_miss_and_a_full_candidate_stage_loses_none(gen, base_npz, tmp_path):
+    """scripts/attribute_misses.py as a user runs it: hits + misses add up to k per query; with every page a
+    candidate and decoded, no miss can be the candidate stage's."""
+    import subprocess
+
+    _build(gen, tmp_path / "s", base_npz)
+    runs = {}
+    for name, knobs in (("all", ["--nprobe", "64", "--candidates", "300", "--rerank", "300"]),
+                        ("narrow", ["--nprobe", "1", "--candidates", "10", "--rerank", "10"])):
+        done = subprocess.run([sys.executable, str(REPO / "scripts" / "attribute_misses.py"), "--corpus",
+                               str(tmp_path / "s"), "--codec", "sq2", *knobs, "--query-set", "standard",
+                               "--query-set", "half-unmatched"], capture_output=True, text=True, timeout=300, cwd="/")
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs[name] = [json.loads(line) for line in done.stdout.splitlines()]
+    for rows in runs.values():
+        assert [r["query_set"] for r in rows] == ["standard", "half-unmatched"]
+        for r in rows:
+            assert r["misses_codec"] + r["misses_candidates"] == round((1 - r["recall@10"]) * 10 * r["queries"])
+            assert r["decoded_error_std"] >= 0 and r["exact_gap_rank10_11_median"] >= 0
+    assert all(r["misses_candidates"] == 0 for r in runs["all"])
+    assert sum(r["misses_candidates"] for r in runs["narrow"]) > 0  # 10 of 300 pages: the first stage loses some
