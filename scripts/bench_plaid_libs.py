@@ -11,6 +11,11 @@ cached query sets with their exact top-10):
 
 Rows have the fields of `bench_search.py`'s rows, so `bench_search.py --json ... --plot-only` tabulates
 them together. Indexes are built once into `<corpus>/lib-<method>/` (build time recorded there).
+
+On a CPU, plan for hours beyond ~1k pages: fast-plaid 1.7 packs the tokens as float16 and assigns them to its
+centroids with a float16 matmul, which torch runs on a CPU without a BLAS kernel (~0.6 GFLOP/s a core here
+against ~50 for float32), so 10k pages (7.4 M tokens × 16,384 centroids) is ~3×10^13 FLOP, ~7 hours on 2 cores.
+`VRAG_BENCH_THREADS=2` gives both libraries both cores (default 1, like the project's per-query timings).
 """
 from __future__ import annotations
 
@@ -93,8 +98,9 @@ def build(method: str, corpus: Path, tokens, offsets, kmeans_docs: int | None = 
     index = XTRWarp(index=str(directory / "index"))
     if not state.exists():
         started = time.perf_counter()
-        index.create(page_tensors(tokens, offsets, torch), device="cpu", show_progress=False)
-        state.write_text(json.dumps({"build_seconds": time.perf_counter() - started}))
+        index.create(page_tensors(tokens, offsets, torch), device="cpu", show_progress=False,
+                     n_samples_kmeans=kmeans_docs)
+        state.write_text(json.dumps({"build_seconds": time.perf_counter() - started, "kmeans_docs": kmeans_docs}))
     index.load(device="cpu")
     return index, json.loads(state.read_text())
 
@@ -152,8 +158,9 @@ def bench(
     queries: int | None = None,
     json_path: Annotated[Path | None, typer.Option("--json", help="append the rows to this JSON list")] = None,
     kmeans_docs: Annotated[int | None, typer.Option(
-        help="fast-plaid: train its k-means on this many pages (its default samples ~16·sqrt(120·pages): the whole "
-             "corpus at 10k pages, a flat k-means of 32k centroids over 7.4 M tokens, hours on one CPU core)")] = None,
+        help="fast-plaid and xtr-warp: train the k-means on this many pages (both default to ~16·sqrt(120·pages): "
+             "the whole corpus at 10k pages, a flat k-means of 32k centroids over 7.4 M tokens, hours on one CPU "
+             "core)")] = None,
 ) -> None:
     """Each method on each query set; one JSON row per run on stdout (a failed run is a row with its error)."""
     rows = []
