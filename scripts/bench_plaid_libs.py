@@ -79,7 +79,8 @@ def page_tensors(tokens, offsets, torch):
     return [torch.from_numpy(np.asarray(tokens[a:b], np.float32)) for a, b in zip(offsets[:-1], offsets[1:])]
 
 
-def build(method: str, corpus: Path, tokens, offsets, kmeans_docs: int | None = None) -> tuple[object, dict]:
+def build(method: str, corpus: Path, tokens, offsets, kmeans_docs: int | None = None,
+          device: str = "cpu") -> tuple[object, dict]:
     import torch
 
     directory = corpus / f"lib-{method}"
@@ -87,7 +88,7 @@ def build(method: str, corpus: Path, tokens, offsets, kmeans_docs: int | None = 
     if method == "fast-plaid":
         from fast_plaid import search
 
-        index = search.FastPlaid(index=str(directory / "index"), device="cpu")
+        index = search.FastPlaid(index=str(directory / "index"), device=device)
         if not state.exists():
             started = time.perf_counter()
             index.create(documents_embeddings=page_tensors(tokens, offsets, torch), n_samples_kmeans=kmeans_docs)
@@ -98,26 +99,31 @@ def build(method: str, corpus: Path, tokens, offsets, kmeans_docs: int | None = 
     index = XTRWarp(index=str(directory / "index"))
     if not state.exists():
         started = time.perf_counter()
-        index.create(page_tensors(tokens, offsets, torch), device="cpu", show_progress=False,
+        index.create(page_tensors(tokens, offsets, torch), device=device, show_progress=False,
                      n_samples_kmeans=kmeans_docs)
         state.write_text(json.dumps({"build_seconds": time.perf_counter() - started, "kmeans_docs": kmeans_docs}))
-    index.load(device="cpu")
+    index.load(device=device)
     return index, json.loads(state.read_text())
 
 
-def run(method: str, corpus: Path, query_set: str, limit: int | None, kmeans_docs: int | None = None) -> dict:
+def run(method: str, corpus: Path, query_set: str, limit: int | None, kmeans_docs: int | None = None,
+        device: str = "cpu") -> dict:
     import torch
 
     torch.set_num_threads(int(THREADS))
     tokens, offsets = load_corpus(corpus)
     queries, exact_rows = load_queries(corpus, query_set, limit)
-    index, state = build(method, corpus, tokens, offsets, kmeans_docs)
+    index, state = build(method, corpus, tokens, offsets, kmeans_docs, device)
 
     def one(q):
         qt = torch.from_numpy(np.ascontiguousarray(q, np.float32)).unsqueeze(0)
         if method == "fast-plaid":
-            return index.search(queries_embeddings=qt, top_k=10, show_progress=False)[0]
-        return index.search(qt, top_k=10, show_progress=False)[0]
+            hits = index.search(queries_embeddings=qt, top_k=10, show_progress=False)[0]
+        else:
+            hits = index.search(qt, top_k=10, show_progress=False)[0]
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()  # the wall time of a query includes its kernels
+        return hits
 
     one(queries[0])
     wall, cpu, rows = [], [], []
@@ -136,7 +142,7 @@ def run(method: str, corpus: Path, query_set: str, limit: int | None, kmeans_doc
             "qps": len(ms) / (sum(ms) / 1000), "cpu_p50_ms": statistics.median(t * 1000 for t in cpu),
             "recall@10": recall, "build_s": state["build_seconds"], "disk_gib": disk / 2**30,
             "bytes_per_page": disk / pages, "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
-            "load_avg_1m": os.getloadavg()[0], "note": f"{method} defaults, CPU, {THREADS} thread(s)"
+            "load_avg_1m": os.getloadavg()[0], "note": f"{method} defaults, {device}, {THREADS} CPU thread(s)"
             + (f", k-means on {state['kmeans_docs']} pages" if state.get("kmeans_docs") else "")}
 
 
@@ -161,13 +167,15 @@ def bench(
         help="fast-plaid and xtr-warp: train the k-means on this many pages (both default to ~16·sqrt(120·pages): "
              "the whole corpus at 10k pages, a flat k-means of 32k centroids over 7.4 M tokens, hours on one CPU "
              "core)")] = None,
+    device: Annotated[str, typer.Option(help="cpu, or cuda on a GPU machine (both libraries are GPU-first: on a "
+                                             "CPU they multiply in float16 without a BLAS kernel)")] = "cpu",
 ) -> None:
     """Each method on each query set; one JSON row per run on stdout (a failed run is a row with its error)."""
     rows = []
     for one_method in [m.value for m in method] if method else [m.value for m in Method]:
         for one_set in query_set or ["standard"]:
             try:
-                row = run(one_method, corpus, one_set, queries, kmeans_docs)
+                row = run(one_method, corpus, one_set, queries, kmeans_docs, device)
             except Exception as exc:  # report the failure as a row, keep going with the other method
                 row = {"method": one_method, "pages": None, "query_set": one_set,
                        "error": f"{type(exc).__name__}: {exc}"[:300]}
