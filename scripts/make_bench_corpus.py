@@ -475,7 +475,6 @@ def _finish_index(index_dir: Path, codec, done: int, part_pages: int, counts_arr
                   planned: int) -> None:
     """Inverted file + fast_meta.json of the first `done` pages (nothing when already finished)."""
     from search_engine.index.compressed_index import finish_compressed, part_name
-    from search_engine.index.fast_maxsim import FastParams
 
     parts = [{"name": part_name(a, min(a + part_pages, done)),
               "counts": counts_arr[a : min(a + part_pages, done)].tolist()} for a in range(0, done, part_pages)]
@@ -483,7 +482,7 @@ def _finish_index(index_dir: Path, codec, done: int, part_pages: int, counts_arr
     if meta_file.exists() and json.loads(meta_file.read_text())["num_pages"] == done:
         return
     t0 = time.perf_counter()
-    finish_compressed(index_dir, codec, parts, FastParams(), {
+    finish_compressed(index_dir, codec, parts, None, {
         "build_cpu_seconds": cpu_seconds, "streamed": True, "planned_pages": planned,
         "load_avg_1m_at_build": os.getloadavg()[0]})
     print(f"{index_dir.parent.name}: inverted file of {done:,} pages in {time.perf_counter() - t0:.0f}s wall",

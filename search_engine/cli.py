@@ -185,8 +185,10 @@ def serve(index: Index, host: str = "127.0.0.1", port: int = 8002,
 def build_fast_index_cmd(
     index: Index,
     centroids: Annotated[int | None, typer.Option(min=16, max=65535, help="default: ~4*sqrt(tokens)")] = None,
-    nprobe: Annotated[int, typer.Option(min=1, help="centroids probed per query token (recall/speed knob)")] = 16,
-    candidates: Annotated[int, typer.Option(min=1, help="pages rescored exactly per query")] = 128,
+    nprobe: Annotated[int | None, typer.Option(
+        min=1, help="centroids probed per query token (speed/recall; default 16, 32 above 8,192 centroids)")] = None,
+    candidates: Annotated[int | None, typer.Option(
+        min=1, help="pages rescored per query (default 128, 256 above 8,192 centroids)")] = None,
     check: Annotated[int, typer.Option(min=0, help="measure recall@10 vs exact on this many page-derived queries")] = 0,
     codec: Annotated[str | None, typer.Option(help="compress the pages for the rerank: pq32 (34 B/token), "
                                                    "pq16, sq2, sq1... (default: rerank from fp16)")] = None,
@@ -202,7 +204,8 @@ def build_fast_index_cmd(
     from search_engine.index.fast_maxsim import FastParams
 
     try:
-        gen = build_fast_index(index, num_centroids=centroids, params=FastParams(nprobe, candidates),
+        given = {k: v for k, v in (("nprobe", nprobe), ("candidates", candidates)) if v is not None}
+        gen = build_fast_index(index, num_centroids=centroids, params=FastParams(**given) if given else None,
                                say=typer.echo, codec=codec, exact_rerank=exact_rerank)
     except (FileNotFoundError, ValueError, RuntimeError) as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)

@@ -75,12 +75,14 @@ def part_name(first: int, last: int) -> str:
     return f"p{first:010d}-{last:010d}"
 
 
-def finish_compressed(directory: Path, codec: ResidualCodec, parts: list[dict], params: FastParams,
+def finish_compressed(directory: Path, codec: ResidualCodec, parts: list[dict], params: FastParams | None,
                       extra: dict) -> None:
     """Inverted file from the written parts' centroid ids, then `fast_meta.json` (the completion mark).
 
     Public so a source that writes its parts itself (the streaming benchmark generator, which never
-    keeps an fp16 copy) finishes the index exactly as `build_compressed` does."""
+    keeps an fp16 copy) finishes the index exactly as `build_compressed` does. `params` None: the
+    defaults for the codec's codebook (`FastParams.for_codebook`)."""
+    params = params or FastParams.for_codebook(codec.codebook.num_centroids)
     store = _store(directory, codec, parts)
     ivf = InvertedFile.build_blocks(store.part_codes(), codec.codebook.num_centroids)
     ivf.save(directory)
@@ -119,7 +121,7 @@ def build_compressed(source: TokenStore, directory: str | Path, spec: str = "sq2
         say(f"codec {spec}: {codec.codebook.num_centroids} centroids in {time.perf_counter() - started:.1f}s")
     parts = _encode_parts(source, directory, codec, _blocks(source.num_pages, 0, part_pages), say, started,
                           workers)
-    finish_compressed(directory, codec, parts, params or FastParams(), {"build_seconds": time.perf_counter() - started,
+    finish_compressed(directory, codec, parts, params, {"build_seconds": time.perf_counter() - started,
                                                              **(extra or {})})
     say(f"compressed index: {source.num_pages:,} pages in {time.perf_counter() - started:.0f}s")
     return directory

@@ -51,7 +51,8 @@ class FastParams:
     """Recall/speed knobs. The defaults reach recall@10 ≥ 0.99 of exact on the benchmark corpus up to
     ~100k pages with an 8k-centroid codebook; with the default codebook of a 100k-page corpus (32k
     centroids) each probe covers less, and nprobe 32 / candidates 256 are needed for ≥ 0.95 on every
-    query set (measured in docs/scale.md §7)."""
+    query set (measured in docs/scale.md §7) — `for_codebook` picks those when an index is built
+    without explicit knobs."""
 
     nprobe: int = 16
     candidates: int = 128
@@ -61,6 +62,23 @@ class FastParams:
     def __post_init__(self) -> None:
         if self.nprobe < 1 or self.candidates < 1 or self.rerank < 1 or self.exact_rerank < 0:
             raise ValueError("nprobe, candidates and rerank must be ≥ 1, exact_rerank ≥ 0")
+
+    @classmethod
+    def for_codebook(cls, num_centroids: int) -> FastParams:
+        """The default knobs for a codebook of this size.
+
+        Why they depend on it: a probe covers one centroid's pages, so with a finer codebook (the
+        default grows with the corpus: 16k centroids from ~11k pages of ~740 tokens, 32k from ~45k) the
+        same nprobe sees a smaller share of the corpus. Above `LARGE_CODEBOOK` centroids nprobe 32 / candidates 256 keep
+        the recall the 16 / 128 defaults have on smaller codebooks, at about the same CPU per query on
+        the compressed path (docs/scale.md §8.5: 100k pages, 32k centroids).
+        """
+        if num_centroids > LARGE_CODEBOOK:
+            return cls(nprobe=32, candidates=256)
+        return cls()
+
+
+LARGE_CODEBOOK = 8192  # centroids; see FastParams.for_codebook
 
 
 class FastMaxSim:
@@ -75,7 +93,7 @@ class FastMaxSim:
         self.codebook = codebook
         self.ivf = ivf
         self.codes = codes
-        self.params = params or FastParams()
+        self.params = params or FastParams.for_codebook(codebook.num_centroids)
         self.device = device
         self.deleted = np.zeros(store.num_pages, bool)
         self._centroids_t = np.ascontiguousarray(codebook.centroids.T)

@@ -171,6 +171,25 @@ def test_fast_index_round_trips_and_tombstones(tmp_path, flat_store, fast_index)
         FastMaxSim.load(tmp_path / "fast", FlatTokenStore(_smaller_store(tmp_path, pages)))
 
 
+def test_default_knobs_follow_the_codebook_size_and_are_kept_with_the_index(tmp_path, flat_store, fast_index):
+    """A finer codebook (the default for ~30k pages and more) gets nprobe 32 / candidates 256; explicit knobs win."""
+    store, _ = flat_store
+    assert FastParams.for_codebook(8192) == FastParams()
+    assert (FastParams.for_codebook(8193).nprobe, FastParams.for_codebook(32768).candidates) == (32, 256)
+    assert fast_index.params == FastParams.for_codebook(fast_index.codebook.num_centroids)
+    rng = np.random.default_rng(0)
+    fine = rng.standard_normal((9000, 128)).astype(np.float32)
+    book = Codebook(coarse=fine[:1], centroids=fine, fine_offsets=np.array([0, 9000], np.int64))
+    large = FastMaxSim(store, book, fast_index.ivf)
+    assert (large.params.nprobe, large.params.candidates) == (32, 256)
+    large.save(tmp_path / "large")
+    meta = json.loads((tmp_path / "large" / "fast_meta.json").read_text())
+    assert (meta["nprobe"], meta["candidates"]) == (32, 256)
+    assert FastMaxSim.load(tmp_path / "large", store).params.nprobe == 32
+    chosen = FastMaxSim(store, book, fast_index.ivf, params=FastParams(nprobe=8, candidates=64))
+    assert (chosen.params.nprobe, chosen.params.candidates) == (8, 64)
+
+
 def _smaller_store(tmp_path, pages) -> Path:
     writer = TokenStoreWriter(tmp_path / "small", dim=128)
     writer.append(np.concatenate(pages[:5]), [len(p) for p in pages[:5]])
