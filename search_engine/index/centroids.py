@@ -56,7 +56,6 @@ class Codebook:
         import faiss
 
         sample = np.ascontiguousarray(sample, np.float32)
-        n, dim = sample.shape
         threads = faiss.omp_get_max_threads()
         # One OpenMP thread: faiss-cpu bundles its own libgomp, and once torch's OpenMP runtime has
         # run in the process a multi-threaded faiss k-means can spin forever (seen here). Training
@@ -69,7 +68,7 @@ class Codebook:
 
     @classmethod
     def _train(cls, sample: np.ndarray, num_centroids: int, niter: int, seed: int) -> Codebook:
-        n, dim = sample.shape
+        n = sample.shape[0]
         num_centroids = int(min(num_centroids, MAX_CENTROIDS, max(1, n // 4)))
         k1 = int(max(1, min(round(math.sqrt(num_centroids)), n // 8 or 1)))
         coarse = spherical_kmeans(sample, k1, niter=niter, seed=seed)
