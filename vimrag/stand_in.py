@@ -159,6 +159,7 @@ class VimRAGRuleBasedBackend:
                 image = part.image()
                 quoted = summaries.get(node)
                 answer = quoted.group("answer") if quoted else ""
+                reading: Reading | None
                 if quoted:
                     recorded = Reading(answer, quoted.group("evidence"), (0, 0, *image.size), "", "text", score=1.0,
                                        coverage=1.0, legible=bool(answer_span(answer, question,

@@ -12,7 +12,7 @@ thoughts. `on_delta(kind, text)` sees every piece as it arrives (a UI can show i
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from vrag_rl.agent.policies.openai_http import OpenAIPolicy, _scrub
 from vrag_rl.agent.policy import Message, PolicyError, PolicyReply, SamplingParams
@@ -44,7 +44,8 @@ class StreamingOpenAIPolicy(OpenAIPolicy):
         finish, usage, size = None, None, 0
         try:
             stream = await self._client.chat.completions.create(
-                model=model, messages=self.to_openai_messages(messages), temperature=sampling.temperature,
+                # cast: the messages are OpenAI's wire format built as plain dicts, not the SDK's TypedDicts
+                model=model, messages=cast(Any, self.to_openai_messages(messages)), temperature=sampling.temperature,
                 top_p=sampling.top_p, max_tokens=sampling.max_tokens, stop=list(sampling.stop) or None,
                 stream=True, stream_options={"include_usage": True}, extra_body=extra or None)
             async for chunk in stream:

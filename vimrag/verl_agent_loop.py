@@ -47,7 +47,13 @@ from vrag_rl.agent.page_images import PageImageStore
 from vrag_rl.agent.policies.token_recorder import GenerateOutput, template_form, vision_token_ids
 from vrag_rl.agent.policy import SamplingParams
 from vrag_rl.training.rewards import score_episode
-from vrag_rl.training.verl_plugins.agent_loop import filler_token_id, search_client, server_generate, task_from_row
+from vrag_rl.training.verl_plugins.agent_loop import (
+    filler_token_id,
+    search_client,
+    server_generate,
+    task_from_row,
+    vl_processor,
+)
 from vrag_rl.training.verl_plugins.generate import ServerManagerGenerate
 from vrag_rl.training.verl_plugins.settings import PluginSettingsError, plugin_settings
 
@@ -142,10 +148,12 @@ class VimRAGAgentLoop(AgentLoopBase):
         self.vimrag = vimrag_plugin_settings(self.config)
         self.response_length = int(self.rollout_config.response_length)
         self.prompt_length = int(self.rollout_config.prompt_length)
-        self.vision_ids = vision_token_ids(self.processor.tokenizer)
+        self.vision_ids = vision_token_ids(vl_processor(self).tokenizer)
         self.rollout_name = getattr(self.rollout_config, "name", None)
 
-    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> list[AgentLoopOutput]:
+    # A list, not one output: verl's v1 worker stores each (one per memory node; see the module docstring).
+    async def run(  # type: ignore[override]
+            self, sampling_params: dict[str, Any], **kwargs: Any) -> list[AgentLoopOutput]:
         task = task_from_row(kwargs)
         question, reference = task.question, task.reference
         settings = self.settings
@@ -183,7 +191,7 @@ class VimRAGAgentLoop(AgentLoopBase):
                                    num_preempted=inner.fields.num_preempted)
         if not trajectory.steps:
             return [AgentLoopOutput(prompt_ids=self._initial_prompt_ids(question),
-                                    response_ids=[filler_token_id(self.processor.tokenizer)], response_mask=[0],
+                                    response_ids=[filler_token_id(vl_processor(self).tokenizer)], response_mask=[0],
                                     response_logprobs=[0.0], multi_modal_data={}, reward_score=0.0, num_turns=2,
                                     metrics=metrics, extra_fields={**shared, "step": -1, "node_ids": [],
                                                                    "ggpo_dropped": True})]
@@ -204,6 +212,6 @@ class VimRAGAgentLoop(AgentLoopBase):
         """The first step's prompt (the empty graph) as the recorder renders it, for an episode with no step."""
         messages, _ = build_context(MemoryGraph(question.strip()), {}, _PAGES, self.vimrag.agent.energy,
                                     self.vimrag.prompts, self.vimrag.agent.resize_factor)
-        text = self.processor.apply_chat_template(template_form(messages), add_generation_prompt=True,
+        text = vl_processor(self).apply_chat_template(template_form(messages), add_generation_prompt=True,
                                                   tokenize=False)
-        return list(self.processor.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return list(vl_processor(self).tokenizer(text, add_special_tokens=False)["input_ids"])

@@ -40,7 +40,7 @@ class AgentLike(Protocol):
 
 def read_records(path: Path) -> list[dict[str, Any]]:
     """Records already in a results file; a torn last line (crash mid-write) is ignored."""
-    records = []
+    records: list[dict[str, Any]] = []
     if not path.exists():
         return records
     with path.open(encoding="utf-8") as fh:

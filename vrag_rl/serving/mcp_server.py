@@ -36,7 +36,7 @@ import io
 import math
 import re
 from collections.abc import AsyncIterator, Awaitable
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import anyio
 import typer
@@ -70,13 +70,17 @@ AUTH_TOKEN_ENV = "VRAG_MCP_AUTH_TOKEN"
 # is not an integer and 5 not a string; an integral float is an integer, as JSON Schema has it).
 Query = Annotated[str, Field(strict=True, min_length=1, max_length=MAX_QUERY_CHARS, description="what to look for")]
 Question = Annotated[str, Field(strict=True, min_length=1, max_length=MAX_QUESTION_CHARS)]
-TopK = whole_number(ge=1, le=MAX_TOP_K)
 Identifier = Annotated[str, Field(strict=True, min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN.pattern)]
 DocIds = Annotated[list[Identifier] | None, Field(max_length=MAX_DOC_IDS)]
 Coordinate = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 Box = Annotated[list[Coordinate] | None, Field(min_length=4, max_length=4,
                                                 description="[x1, y1, x2, y2] in the page's own pixels")]
-MaxSide = whole_number(ge=MIN_SIDE, le=MAX_SIDE)
+if TYPE_CHECKING:  # a type built by a call is opaque to mypy: to it these are the ints they validate into
+    TopK = int
+    MaxSide = int
+else:
+    TopK = whole_number(ge=1, le=MAX_TOP_K)
+    MaxSide = whole_number(ge=MIN_SIDE, le=MAX_SIDE)
 
 T = TypeVar("T")
 
@@ -276,12 +280,13 @@ def create_mcp_server(search_url: str, policy_url: str | None = None, model: str
         """The documents in the corpus: id, number of pages, kind."""
         return await run("list_documents", tools.list_documents())
 
-    turns = Annotated[whole_number(ge=1, le=max_turns) | None,
+    # The bound is this server's limit, known only now: a type built at run time (mypy sees an int).
+    turns = Annotated[whole_number(ge=1, le=max_turns) | None,  # type: ignore[valid-type]
                       Field(description=f"model turns for this question (at most {max_turns}, the server's limit; "
                                         "default: that limit)")]
 
     @server.tool(title="Ask the VRAG agent")
-    async def ask(question: Question, max_turns: turns = None) -> dict:
+    async def ask(question: Question, max_turns: turns = None) -> dict:  # type: ignore[valid-type]
         """Answer a question from the corpus: the agent searches, zooms into page regions and answers.
         Returns the answer, the evidence (pages and the page-pixel boxes it zoomed into), the pages it
         saw and the episode's status (answered, forced_answer, token_budget or failed)."""
@@ -293,11 +298,11 @@ def create_mcp_server(search_url: str, policy_url: str | None = None, model: str
 def http_app(server: MCPServer, host: str = "127.0.0.1", auth_token: str | None = None):
     """The streamable-HTTP ASGI app (at `/mcp`), behind a bearer-token check when `auth_token` is set."""
     app = server.streamable_http_app(host=host)
-    if auth_token:
-        app = BearerTokenMiddleware(app, auth_token, accept_x_api_key=True,
-                                    message="missing or wrong token (send Authorization: Bearer <token>, "
-                                            "the token vrag-mcp was started with)")
-    return app
+    if not auth_token:
+        return app
+    return BearerTokenMiddleware(app, auth_token, accept_x_api_key=True,
+                                 message="missing or wrong token (send Authorization: Bearer <token>, "
+                                         "the token vrag-mcp was started with)")
 
 
 class Transport(str, enum.Enum):

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from vrag_rl.agent.plugins import stand_in_plugins
+
+if TYPE_CHECKING:
+    from vrag_rl.serving.policy_server.app import Backend
 
 BUILT_IN_BACKENDS = ("transformers", "scripted", "rule-based")
 
@@ -53,6 +56,7 @@ def build_app(options: ServeOptions):
     """The app for `serve` options; `SystemExit` with one clear line for unusable ones."""
     from vrag_rl.serving.policy_server.app import create_app
 
+    backend: Backend
     if options.backend == "transformers":
         if not options.model:
             raise SystemExit("vrag-policy: --model is required for the transformers backend")

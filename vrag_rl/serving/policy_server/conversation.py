@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Literal
 
 from vrag_rl.serving.policy_server.protocol import ChatMessage, Generation, GenerationParams
 from vrag_rl.vrag.prompts import FORCE_ANSWER_TEXT, NO_ANSWER_FALLBACK, QUESTION_TEMPLATE, SEARCH_RESULT_TEXT
@@ -54,7 +55,7 @@ def limit_words(text: str, messages: Sequence[ChatMessage], params: GenerationPa
     Token counts are whitespace-split words: there is no tokenizer, and the agent only needs plausible,
     deterministic numbers."""
     words = text.split()
-    finish = "stop"
+    finish: Literal["stop", "length"] = "stop"
     if len(words) > params.max_tokens:
         text, finish = " ".join(words[: params.max_tokens]), "length"
         words = words[: params.max_tokens]

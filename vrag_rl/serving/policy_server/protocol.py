@@ -13,7 +13,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from PIL import Image
 from pydantic import (
@@ -36,6 +36,20 @@ MAX_TOKENS_LIMIT = 8192
 MAX_TOTAL_TEXT_CHARS = 1_000_000  # all text of a request: ~100 agent turns of prompts and replies
 MAX_STOPS = 16
 MAX_STOP_CHARS = 512
+
+# The request's integer fields (see `whole_number`: an integral float is an integer, "5" and true are not).
+if TYPE_CHECKING:  # a type built by a call is opaque to mypy: to it these are the ints they validate into
+    TokenLimit = int
+    OnlyOne = int
+    Seed = int
+    TopK = int
+else:
+    TokenLimit = whole_number(ge=1, le=MAX_TOKENS_LIMIT)
+    OnlyOne = whole_number(ge=1, le=1)
+    # ±2^53: the integers a JSON number holds exactly. Bounds near 2^64 are not even representable as the
+    # float a JSON Schema validator compares with, so schema and server disagreed about 2^64 + 383.
+    Seed = whole_number(ge=-(2**53), le=2**53)
+    TopK = whole_number(ge=-1, le=1_000_000)
 
 # upstream VRAG sends "data:image;base64," (no subtype)
 _DATA_URL = re.compile(r"^data:image(?:/[a-zA-Z0-9.+-]+)?;base64,", re.IGNORECASE | re.ASCII)
@@ -141,18 +155,16 @@ class ChatCompletionRequest(BaseModel):
                                                     "characters of text in all")
     temperature: float = Field(1.0, ge=0.0, le=2.0)
     top_p: float = Field(1.0, ge=0.0, le=1.0)
-    max_tokens: whole_number(ge=1, le=MAX_TOKENS_LIMIT) | None = 512
-    max_completion_tokens: whole_number(ge=1, le=MAX_TOKENS_LIMIT) | None = None
+    max_tokens: TokenLimit | None = 512
+    max_completion_tokens: TokenLimit | None = None
     stop: Annotated[str, Field(max_length=MAX_STOP_CHARS)] | Annotated[
         list[Annotated[str, Field(max_length=MAX_STOP_CHARS)]], Field(max_length=MAX_STOPS)] | None = None
     stream: StrictBool = False
     stream_options: StreamOptions | None = None
-    n: whole_number(ge=1, le=1) = Field(1, description="only n=1 is supported")
-    # ±2^53: the integers a JSON number holds exactly. Bounds near 2^64 are not even representable as the
-    # float a JSON Schema validator compares with, so schema and server disagreed about 2^64 + 383.
-    seed: whole_number(ge=-(2**53), le=2**53) | None = None
+    n: OnlyOne = Field(1, description="only n=1 is supported")
+    seed: Seed | None = None  # ±2^53 (see Seed)
     # vLLM extensions the RL trainer sends through `extra_body`
-    top_k: whole_number(ge=-1, le=1_000_000) | None = None
+    top_k: TopK | None = None
     repetition_penalty: float | None = Field(None, gt=0.0, le=10.0)
 
     @field_validator("messages")

@@ -10,6 +10,7 @@ import copy
 import os
 import threading
 from pathlib import Path
+from typing import Any, Literal, cast
 
 from search_engine.infra.devices import resolve_device, resolve_dtype
 from search_engine.infra.torchvision_shim import install_torchvision_hook
@@ -42,7 +43,8 @@ class TransformersBackend:
         pixel_kwargs = {k: v for k, v in (("min_pixels", min_pixels), ("max_pixels", max_pixels)) if v}
         try:
             self.processor = AutoProcessor.from_pretrained(self.model_path, **pixel_kwargs)
-            self.model = AutoModelForImageTextToText.from_pretrained(self.model_path, dtype=self.dtype)
+            # Any: an Auto class resolves to the checkpoint's own model class only at run time
+            self.model = cast(Any, AutoModelForImageTextToText.from_pretrained(self.model_path, dtype=self.dtype))
         except (OSError, ValueError) as exc:
             raise RuntimeError(f"could not load the policy model {self.model_path!r}: {exc}") from exc
         self.model.to(self.device).eval()
@@ -61,7 +63,8 @@ class TransformersBackend:
 
     def to_chat(self, messages: list[ChatMessage]) -> tuple[list[dict], list]:
         """OpenAI messages → the processor's chat format, with the images in the order they appear."""
-        chat, images = [], []
+        chat: list[dict[str, Any]] = []
+        images: list = []
         for message in messages:
             if not isinstance(message.content, list):
                 chat.append({"role": message.role, "content": message.content or ""})
@@ -107,7 +110,7 @@ class TransformersBackend:
         new_tokens = output[0, prompt_tokens:].tolist()
         ended = bool(new_tokens) and new_tokens[-1] in self.eos_ids
         text = self.tokenizer.decode(new_tokens, skip_special_tokens=True)
-        finish = "length" if len(new_tokens) >= limit and not ended else "stop"
+        finish: Literal["stop", "length"] = "length" if len(new_tokens) >= limit and not ended else "stop"
         return Generation(text=text, prompt_tokens=prompt_tokens, completion_tokens=len(new_tokens),
                           finish_reason=finish)
 

@@ -23,7 +23,7 @@ from vrag_rl.vrag.result import EpisodeResult
 
 @dataclass(frozen=True)
 class RewardReference:
-    answer: str
+    answer: str | list[str]  # the gold answer, or every accepted one
     reference_pages: list[str] = field(default_factory=list)  # page ids "{doc_id}_{page}"
 
 

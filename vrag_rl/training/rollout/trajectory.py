@@ -6,9 +6,9 @@ retrieved per turn in rank order, crops, the step graph) — everything the rewa
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from PIL import Image
 
@@ -75,7 +75,7 @@ class Trajectory:
             return []
         return self.ggpo_pruned_turns(settings.is_correct(outcome), set(reference_pages))
 
-    def loss_mask(self, pruned_turns: list[int] = ()) -> list[int]:
+    def loss_mask(self, pruned_turns: Sequence[int] = ()) -> list[int]:
         """`response_mask` with the tokens of `pruned_turns` set to 0."""
         mask = list(self.response_mask)
         for turn in pruned_turns:
@@ -94,7 +94,17 @@ class Trajectory:
                 "reward": None if self.reward is None else self.reward.to_dict()}
 
 
-def model_inputs(trajectory: Trajectory, processor: Any, model: Any | None = None) -> dict[str, Any]:
+class TokenizedSample(Protocol):
+    """What a training forward reads of a sample: a `Trajectory` (RL) or an SFT sample has these."""
+
+    group_id: str
+    index: int
+    prompt_ids: list[int]
+    response_ids: list[int]
+    images: list[Image.Image]
+
+
+def model_inputs(trajectory: TokenizedSample, processor: Any, model: Any | None = None) -> dict[str, Any]:
     """The training forward's inputs: the whole sequence with the images the model saw.
 
     Returns `input_ids` (1, L), `attention_mask`, and `pixel_values` / `image_grid_thw` when the

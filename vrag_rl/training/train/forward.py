@@ -13,10 +13,10 @@ from typing import Any
 import torch
 
 from vrag_rl.training.algos import entropy_from_logits
-from vrag_rl.training.rollout.trajectory import Trajectory, model_inputs
+from vrag_rl.training.rollout.trajectory import TokenizedSample, model_inputs
 
 
-def response_logprobs(model: Any, processor: Any, trajectory: Trajectory, temperature: float = 1.0,
+def response_logprobs(model: Any, processor: Any, trajectory: TokenizedSample, temperature: float = 1.0,
                       with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(log π(response_t | context), entropy_t or None), each of shape (1, len(response_ids)).
 

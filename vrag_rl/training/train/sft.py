@@ -51,7 +51,8 @@ def episode_to_record(result: EpisodeResult, image_dir: Path, prefix: str, rel_t
     """One finished episode → one messages+images record (its images written under `image_dir`)."""
     image_dir.mkdir(parents=True, exist_ok=True)
     by_id = {ref.image_id: ref for ref in result.images}
-    messages, paths = [], []
+    messages: list[dict[str, Any]] = []
+    paths: list[str] = []
     for message in result.messages:
         content = message["content"]
         if isinstance(content, list):

@@ -47,7 +47,7 @@ import shutil
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -89,7 +89,9 @@ class LocalTrainer:
         dtype = getattr(torch, config.dtype)
         try:
             self.processor = AutoProcessor.from_pretrained(config.model)
-            self.model = AutoModelForImageTextToText.from_pretrained(config.model, dtype=dtype).to(self.device)
+            # Any: an Auto class resolves to the checkpoint's own model class only at run time
+            model = cast(Any, AutoModelForImageTextToText.from_pretrained(config.model, dtype=dtype))
+            self.model = model.to(self.device)
         except (OSError, ValueError) as exc:
             raise ValueError(f"could not load the policy model {config.model!r}: {exc}") from exc
         if config.lora is not None:
@@ -275,7 +277,8 @@ class LocalTrainer:
                     refs[i] = self._reference_logprobs(t)
                 mask = mask.to(logprobs.device)
                 adv_t = torch.full_like(logprobs, float(adv))
-                ref = refs[i].to(logprobs.device) if refs[i] is not None else None
+                ref_i = refs[i]
+                ref = ref_i.to(logprobs.device) if ref_i is not None else None
                 loss, pg_metrics = policy_objective(
                     logprobs, olds[i], adv_t, mask, settings, batch_tokens=token_den, batch_sequences=sequence_den,
                     ref_log_prob=ref, kl_coef=cfg.kl_coef, entropy=entropy, entropy_coef=cfg.entropy_coef,

@@ -48,6 +48,12 @@ _PAGES = PageImageStore()  # page images shared by the episodes of this worker p
 REWARD_PARTS = ("total", "outcome", "format", "retrieval")
 
 
+def vl_processor(loop: AgentLoopBase) -> Any:
+    """The loop's processor as what it is at run time, the model's own (a tokenizer, a chat template):
+    verl annotates `AgentLoopBase.processor` as `AutoProcessor`, a factory class that has neither."""
+    return loop.processor
+
+
 def filler_token_id(tokenizer: Any) -> int:
     """The token an output with no model token carries (mask 0): the pad token, else the end-of-text token."""
     for token_id in (getattr(tokenizer, "pad_token_id", None), getattr(tokenizer, "eos_token_id", None)):
@@ -112,7 +118,7 @@ class VRAGAgentLoop(AgentLoopBase):
         self.settings: PluginSettings = plugin_settings(self.config)
         self.response_length = int(self.rollout_config.response_length)
         self.image_token = image_token_id(self.processor)
-        self.vision_ids = vision_token_ids(self.processor.tokenizer)
+        self.vision_ids = vision_token_ids(vl_processor(self).tokenizer)
         self.rollout_name = getattr(self.rollout_config, "name", None)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
@@ -137,7 +143,7 @@ class VRAGAgentLoop(AgentLoopBase):
         empty = not response_ids
         if empty:  # no model token: one masked filler token, so verl's conversion has a response to hold the reward
             # (images stay those of the prompt, which fit_response counted)
-            response_ids, mask, logprobs = [filler_token_id(self.processor.tokenizer)], [0], [0.0]
+            response_ids, mask, logprobs = [filler_token_id(vl_processor(self).tokenizer)], [0], [0.0]
 
         extra_fields: dict[str, Any] = {
             **generate.fields.for_output(kwargs.get("global_steps")),
@@ -182,6 +188,6 @@ class VRAGAgentLoop(AgentLoopBase):
 
     def _initial_prompt_ids(self, question: str) -> list[int]:
         """The system + question prompt as the token recorder renders it (for an episode that never rendered it)."""
-        text = self.processor.apply_chat_template(template_form(Prompts().initial_messages(question)),
+        text = vl_processor(self).apply_chat_template(template_form(Prompts().initial_messages(question)),
                                                   add_generation_prompt=True, tokenize=False)
-        return list(self.processor.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return list(vl_processor(self).tokenizer(text, add_special_tokens=False)["input_ids"])
