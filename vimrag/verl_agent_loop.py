@@ -213,5 +213,5 @@ class VimRAGAgentLoop(AgentLoopBase):
         messages, _ = build_context(MemoryGraph(question.strip()), {}, _PAGES, self.vimrag.agent.energy,
                                     self.vimrag.prompts, self.vimrag.agent.resize_factor)
         text = vl_processor(self).apply_chat_template(template_form(messages), add_generation_prompt=True,
-                                                  tokenize=False)
+                                                      tokenize=False)
         return list(vl_processor(self).tokenizer(text, add_special_tokens=False)["input_ids"])

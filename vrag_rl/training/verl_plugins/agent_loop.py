@@ -189,5 +189,5 @@ class VRAGAgentLoop(AgentLoopBase):
     def _initial_prompt_ids(self, question: str) -> list[int]:
         """The system + question prompt as the token recorder renders it (for an episode that never rendered it)."""
         text = vl_processor(self).apply_chat_template(template_form(Prompts().initial_messages(question)),
-                                                  add_generation_prompt=True, tokenize=False)
+                                                      add_generation_prompt=True, tokenize=False)
         return list(vl_processor(self).tokenizer(text, add_special_tokens=False)["input_ids"])
