@@ -146,7 +146,7 @@ def extend_compressed(source: TokenStore, directory: str | Path, part_pages: int
     codec = ResidualCodec.load(directory)
     parts = meta["parts"] + _encode_parts(source, directory, codec, _blocks(source.num_pages, meta["num_pages"],
                                                                               part_pages), say, started, workers)
-    params = FastParams(nprobe=meta["nprobe"], candidates=meta["candidates"], rerank=meta.get("rerank", 128))
+    params = FastParams.from_meta(meta)
     keep = {k: v for k, v in meta.items() if k not in ("parts", "num_pages", "num_tokens", "num_centroids",
                                                           "nprobe", "candidates", "rerank", "codec", "format")}
     finish_compressed(directory, codec, parts, params, keep)
@@ -167,8 +167,7 @@ def open_compressed(directory: str | Path, params: FastParams | None = None, exa
         raise RuntimeError(f"{directory} is an uncompressed fast index; open it with FastMaxSim.load")
     codec = ResidualCodec.load(directory)
     store = _store(directory, codec, meta["parts"])
-    params = params or FastParams(nprobe=meta["nprobe"], candidates=meta["candidates"],
-                                  rerank=meta.get("rerank", 128))
+    params = params or FastParams.from_meta(meta)
     index = FastMaxSim(store, codec.codebook, InvertedFile.load(directory), params=params, device=device,
                        exact_store=exact_store)
     deleted = directory / "deleted.npy"

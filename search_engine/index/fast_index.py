@@ -253,7 +253,7 @@ def _open(index_dir: Path, gen: Path, manifest: Manifest, params: FastParams | N
     new_codes = np.concatenate(parts) if parts else np.zeros(0, np.uint16)
     store = _store(index_dir, new, dim)
     ivf = InvertedFile.build(new_codes, store.counts, codebook.num_centroids)
-    params = params or FastParams(nprobe=meta.get("nprobe", 16), candidates=meta.get("candidates", 128))
+    params = params or FastParams.from_meta(meta)
     return FastMaxSim(store, codebook, ivf, codes=new_codes, params=params, device=device), new, True
 
 
@@ -262,8 +262,7 @@ def _open_compressed(index_dir: Path, gen: Path, meta: dict, old: list[SegmentIn
     codec_id = meta["codec_id"]
     codec = ResidualCodec.load(_codec_dir(index_dir, codec_id))
     dim = codec.dim
-    params = params or FastParams(nprobe=meta.get("nprobe", 16), candidates=meta.get("candidates", 128),
-                                  rerank=meta.get("rerank", 128), exact_rerank=meta.get("exact_rerank", 0))
+    params = params or FastParams.from_meta(meta)
     exact = _store(index_dir, new, dim) if params.exact_rerank else None
     if [s.file for s in old] == [s.file for s in new]:
         store = _compressed_store(index_dir, codec_id, codec, new, dim)

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -69,13 +69,19 @@ class FastParams:
 
         Why they depend on it: a probe covers one centroid's pages, so with a finer codebook (the
         default grows with the corpus: 16k centroids from ~11k pages of ~740 tokens, 32k from ~45k) the
-        same nprobe sees a smaller share of the corpus. Above `LARGE_CODEBOOK` centroids nprobe 32 / candidates 256 keep
-        the recall the 16 / 128 defaults have on smaller codebooks, at about the same CPU per query on
-        the compressed path (docs/scale.md §8.5: 100k pages, 32k centroids).
+        same nprobe sees a smaller share of the corpus. Above `LARGE_CODEBOOK` centroids nprobe 32 /
+        candidates 256 keep the recall the 16 / 128 defaults have on smaller codebooks, at about the same
+        CPU per query on the compressed path (docs/scale.md §8.5: 100k pages, 32k centroids).
         """
         if num_centroids > LARGE_CODEBOOK:
             return cls(nprobe=32, candidates=256)
         return cls()
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, Any]) -> FastParams:
+        """The knobs an index stored in its `fast_meta.json`; a knob it does not name keeps its default here
+        (indexes written before that knob existed)."""
+        return cls(**{f.name: meta[f.name] for f in fields(cls) if f.name in meta})
 
 
 LARGE_CODEBOOK = 8192  # centroids; see FastParams.for_codebook
@@ -160,7 +166,7 @@ class FastMaxSim:
                                f"tokens, the store has {store.num_pages} / {store.num_tokens}: rebuild it")
         codes_path = directory / "codes.npy"
         codes = np.load(codes_path, mmap_mode="r") if codes_path.exists() else None
-        params = params or FastParams(nprobe=meta.get("nprobe", 16), candidates=meta.get("candidates", 128))
+        params = params or FastParams.from_meta(meta)
         index = cls(store, Codebook.load(directory), InvertedFile.load(directory), codes=codes, params=params,
                     device=device)
         deleted_path = directory / "deleted.npy"

@@ -186,6 +186,9 @@ def test_default_knobs_follow_the_codebook_size_and_are_kept_with_the_index(tmp_
     meta = json.loads((tmp_path / "large" / "fast_meta.json").read_text())
     assert (meta["nprobe"], meta["candidates"]) == (32, 256)
     assert FastMaxSim.load(tmp_path / "large", store).params.nprobe == 32
+    # knobs a meta does not name (an older index) keep their defaults; other keys are not knobs
+    assert FastParams.from_meta({"nprobe": 8, "num_pages": 3}) == FastParams(nprobe=8)
+    assert FastParams.from_meta(meta).candidates == 256
     chosen = FastMaxSim(store, book, fast_index.ivf, params=FastParams(nprobe=8, candidates=64))
     assert (chosen.params.nprobe, chosen.params.candidates) == (8, 64)
 
