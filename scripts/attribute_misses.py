@@ -42,14 +42,14 @@ def attribute(fast: FastMaxSim, queries: np.ndarray, exact_rows: np.ndarray, exa
         rows, decoded = fast.score_candidates(q, nprobe, candidates, top_k=k, rerank=rerank, exact_rerank=0)
         returned = rows[np.argsort(-decoded, kind="stable")[:k]]
         kth = np.sort(decoded)[-k] if decoded.size >= k else -np.inf
-        missed = np.setdiff1d(exact[:k], returned)
-        hits += k - missed.size
-        if missed.size:
-            missed_decoded = fast.rerank(q, np.sort(missed))
-            codec_misses += int((missed_decoded < kth).sum())
-            candidate_misses += int((missed_decoded >= kth).sum())
         order = np.argsort(exact[:k])
-        errors.extend((fast.rerank(q, exact[:k][order]) - scores[:k][order]).tolist())
+        top = exact[:k][order]  # sorted rows, as rerank takes them
+        top_decoded = fast.rerank(q, top)
+        errors.extend((top_decoded - scores[:k][order]).tolist())
+        missed_decoded = top_decoded[~np.isin(top, returned)]
+        hits += k - missed_decoded.size
+        codec_misses += int((missed_decoded < kth).sum())
+        candidate_misses += int((missed_decoded >= kth).sum())
         if scores.shape[0] > k:
             gaps.append(float(scores[k - 1] - scores[k]))
     return {"recall@10": hits / (k * len(queries)), "misses_codec": codec_misses,
