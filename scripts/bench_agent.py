@@ -46,14 +46,6 @@ QUESTIONS = ["What satisfaction score did the Riverside district get?", "Kestrel
              "What was Acme Robotics' total revenue in 2023?", "most used travel app", "bicycle share of commuters"]
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 180) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -196,6 +188,8 @@ def bench(
         serve_policy(serve_policy_at[0], serve_policy_at[1], model_ms)
         return
     ensure_index(index)
+    from testkit.loopback import free_port  # not at the top: `--agent-repo` decides what is imported
+
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "script.json"

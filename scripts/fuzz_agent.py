@@ -58,7 +58,7 @@ def _text_index(workdir: Path) -> Path:
 
 def _parse_bench() -> None:
     """Seconds `parse_reply` takes on the huge replies (issue 11: 5 s and 12.6 s with the quadratic parser)."""
-    from vrag_rl.agent.actions import parse_reply
+    from vrag_rl.vrag.actions import parse_reply
 
     for name, text in (("64 KB of <search>", "<search>" * 8192), ("128 KB of <search>", "<search>" * 16384),
                        ("128 KB <answer><search>x</search>", "<think>" + "<answer><search>x</search>" * 5000)):

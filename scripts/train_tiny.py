@@ -34,6 +34,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -56,11 +57,6 @@ app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions
                                     # `--algos grpo ggpo` (argparse's nargs="+", which click options lack): the
                                     # values after the first arrive as extra arguments, see `_algos`
                                     "allow_extra_args": True})
-
-
-class Agent(str, Enum):
-    vrag = "vrag"
-    vimrag = "vimrag"
 
 
 class Algo(str, Enum):
@@ -144,7 +140,6 @@ def run_vimrag(args: TinyRun) -> dict:
     from testkit.loopback import LoopbackServer
     from testkit.tiny_task import write_tasks
     from testkit.tiny_vimrag_task import build_vimrag_task_model, collect_scripted_trajectories
-    from vimrag.trainer import VimRAGTrainer
     from vrag_rl.training.train.config import load_config
 
     out: Path = args.out
@@ -162,8 +157,8 @@ def run_vimrag(args: TinyRun) -> dict:
         summary: dict = {"agent": "vimrag"}
         if not (sft_model / "config.json").exists():
             model = build_vimrag_task_model(out / "model_init", seed=args.seed)
-            trainer = VimRAGTrainer(config("grpo", model=str(model), output_dir=str(out / "sft_run"), steps=0),
-                                    progress=not args.no_progress)
+            sft_config = config("grpo", model=str(model), output_dir=str(out / "sft_run"), steps=0)
+            trainer = sft_config.plugin().load("trainer")(sft_config, progress=not args.no_progress)
             scripted = asyncio.run(collect_scripted_trajectories(server.url, trainer.processor, args.sft_episodes,
                                                                  args.seed))
             steps = [s for t in scripted if t.result.status == "answered" for s in t.steps]
@@ -176,8 +171,8 @@ def run_vimrag(args: TinyRun) -> dict:
         runs = {}
         for algo in args.algos:
             t0 = time.perf_counter()
-            records = VimRAGTrainer(config(algo, model=str(sft_model), output_dir=str(out / algo), steps=args.steps),
-                                    progress=not args.no_progress).train()
+            run = config(algo, model=str(sft_model), output_dir=str(out / algo), steps=args.steps)
+            records = run.plugin().load("trainer")(run, progress=not args.no_progress).train()
             runs[algo.upper() if algo != "gigpo" else "GiGPO-style"] = records
             summary[algo] = {**summarise(records), "train_s": round(time.perf_counter() - t0, 1)}
     finally:
@@ -191,8 +186,8 @@ def train(
     ctx: typer.Context,
     out: Path = REPO / "runs" / "tiny",
     steps: Annotated[int | None, typer.Option(help="RL steps per algorithm (config: 40)")] = None,
-    agent: Annotated[Agent, typer.Option(
-        help="vrag: the VRAG agent (Episode); vimrag: the memory-graph agent (VimEpisode)")] = Agent.vrag,
+    agent: Annotated[str, typer.Option(
+        help="the agent plugin to train: vrag (the VRAG agent) or vimrag (the memory-graph agent)")] = "vrag",
     algos: Annotated[list[Algo] | None, typer.Option(
         help="estimators to run (default: grpo ggpo; --agent vimrag: grpo ggpo gigpo)")] = None,
     seed: int = 0,
@@ -202,16 +197,18 @@ def train(
     no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
 ) -> None:
     """Build the index and the tiny model, SFT, then RL per estimator; plot and print the summary."""
+    if agent not in TINY_RUNS:
+        raise typer.BadParameter(f"no tiny task for agent {agent!r}; one of {', '.join(TINY_RUNS)}",
+                                 param_hint="'--agent'")
+    run, estimators = TINY_RUNS[agent]
     chosen = _algos(algos, ctx.args)
-    if agent is Agent.vimrag:
-        default = ["grpo", "ggpo", "gigpo"]
-    else:
-        default = ["grpo", "ggpo"]
-        if "gigpo" in chosen:
-            raise typer.BadParameter("gigpo (the step-level credit) is for --agent vimrag", param_hint="'--algos'")
-    args = TinyRun(out=out, steps=steps, algos=chosen or default, seed=seed, sft_episodes=sft_episodes,
+    unknown = [a for a in chosen if a not in estimators]
+    if unknown:
+        raise typer.BadParameter(f"{', '.join(unknown)}: the {agent} tiny task runs {', '.join(estimators)}",
+                                 param_hint="'--algos'")
+    args = TinyRun(out=out, steps=steps, algos=chosen or list(estimators), seed=seed, sft_episodes=sft_episodes,
                    sft_epochs=sft_epochs, plot=plot, no_progress=no_progress)
-    run_vimrag(args) if agent is Agent.vimrag else run_vrag(args)
+    run(args)
 
 
 def _algos(options: list[Algo] | None, extra: list[str]) -> list[str]:
@@ -233,7 +230,6 @@ def run_vrag(args: TinyRun) -> dict:
     from testkit.loopback import LoopbackServer
     from testkit.tiny_probe import probe_choices, write_probe
     from testkit.tiny_task import build_task_model, write_tasks
-    from vrag_rl.training.train.trainer import LocalTrainer
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -252,7 +248,7 @@ def run_vrag(args: TinyRun) -> dict:
             setattr(base.sft, key, value)
         sft_model = out / "model_sft"
         if not (sft_model / "config.json").exists():
-            trainer = LocalTrainer(base, progress=not args.no_progress)
+            trainer = base.plugin().load("trainer")(base, progress=not args.no_progress)
             sft_history = trainer.run_sft()
             trainer.model.save_pretrained(sft_model)
             trainer.processor.save_pretrained(sft_model)
@@ -266,7 +262,7 @@ def run_vrag(args: TinyRun) -> dict:
             config = run_config(algo, model=str(sft_model), tasks=str(tasks), output_dir=str(out / algo),
                                 search_url=server.url, seed=args.seed, steps=args.steps)
             t0 = time.perf_counter()
-            trainer = LocalTrainer(config, progress=not args.no_progress)
+            trainer = config.plugin().load("trainer")(config, progress=not args.no_progress)
             if "probe_sft" not in summary:  # every algorithm starts from the same SFT model
                 summary["probe_sft"] = probe_choices(trainer.model, trainer.processor, probe, config.stop_strings)
             records = trainer.train()
@@ -278,6 +274,14 @@ def run_vrag(args: TinyRun) -> dict:
         server.stop()
     return write_summary(summary, runs, args, out, started,
                          "tiny Qwen2.5-VL on the sample-corpus task (CPU), after SFT warm start")
+
+
+# the tiny task of each agent (its SFT warm start and probes are the agent's own) and the estimators it compares;
+# the trainer comes from the agent's plugin (the run config's agent_type)
+TINY_RUNS: dict[str, tuple[Callable[[TinyRun], dict], tuple[str, ...]]] = {
+    "vrag": (run_vrag, ("grpo", "ggpo")),
+    "vimrag": (run_vimrag, ("grpo", "ggpo", "gigpo")),
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,10 +40,10 @@ class PlanPolicy(RandomTaskPolicy):
 async def _keyword_episodes(search_url: str) -> list[Any]:
     """Per question, in `QUESTIONS` order: the episode that searches the keyword, then answers right."""
     from search_engine.client import SearchClient
-    from vrag_rl.vrag.config import AgentConfig
-    from vrag_rl.vrag.loop import Episode
-    from vrag_rl.vrag.prompts import Prompts
+    from vrag_rl.agent.plugins import agent_plugin
 
+    vrag = agent_plugin("vrag")  # the VRAG agent's episode, settings and words, by name
+    AgentConfig, Episode, Prompts = vrag.config_type, vrag.load("episode"), vrag.prompts_type
     config, prompts = AgentConfig(**task.AGENT), Prompts(**task.PROMPTS)
     search = SearchClient(search_url)
 
@@ -138,9 +138,9 @@ def probe_choices(model: Any, processor: Any, path: str | Path, stop_strings: Se
     """
     import math
 
-    from vrag_rl.agent.actions import parse_reply
     from vrag_rl.agent.policies.local_transformers import LocalTransformersGenerate
     from vrag_rl.agent.policy import SamplingParams
+    from vrag_rl.vrag.actions import parse_reply
 
     path = Path(path)
     records = json.loads(path.read_text())

@@ -165,10 +165,10 @@ async def collect_random_episodes(search_url: str, episodes_per_question: int, s
     import asyncio
 
     from search_engine.client import SearchClient
-    from vrag_rl.vrag.config import AgentConfig
-    from vrag_rl.vrag.loop import Episode
-    from vrag_rl.vrag.prompts import Prompts
+    from vrag_rl.agent.plugins import agent_plugin
 
+    vrag = agent_plugin("vrag")  # the VRAG agent's episode, settings and words, by name
+    AgentConfig, Episode, Prompts = vrag.config_type, vrag.load("episode"), vrag.prompts_type
     config, prompts = AgentConfig(**AGENT), Prompts(**PROMPTS)
     search = SearchClient(search_url)
 

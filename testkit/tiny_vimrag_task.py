@@ -135,7 +135,7 @@ async def collect_scripted_trajectories(search_url: str, processor: Any, episode
     from vimrag.prompts import VimPrompts
     from vimrag.rollout import run_vim_episode
     from vrag_rl.training.rewards import RewardReference
-    from vrag_rl.training.rollout.runner import RolloutTask
+    from vrag_rl.training.rollout.task import RolloutTask
 
     config, prompts = VimRAGConfig(**AGENT), VimPrompts(**PROMPTS)
     search = SearchClient(search_url)

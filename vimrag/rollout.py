@@ -38,7 +38,7 @@ from vrag_rl.agent.result import TurnRecord
 from vrag_rl.agent.step_graph import StepGraph, StepNode
 from vrag_rl.training.algos.ggpo_memory import memory_graph_mu, step_nodes
 from vrag_rl.training.algos.settings import AlgorithmSettings
-from vrag_rl.training.rollout.runner import RolloutTask, episode_seed
+from vrag_rl.training.rollout.task import RolloutTask, episode_seed
 from vrag_rl.training.rollout.trajectory import Trajectory
 
 IMAGE_FACTOR = 28  # Qwen-VL: one image token per merged 28×28 patch

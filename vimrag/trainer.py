@@ -14,20 +14,17 @@ What changes against VRAG, and only that (`VimRAGTrainer` overrides two methods 
 """
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
 
-from search_engine.client import SearchClient
-from vimrag.rollout import VimTrajectory, energy_for_prompt_length, rollout_vim_batch
+from vimrag.rollout import VimTrajectory, energy_for_prompt_length
 from vrag_rl.training.algos.ggpo_memory import trajectory_advantages
 from vrag_rl.training.algos.gigpo import combine, gigpo_step_advantages
-from vrag_rl.training.rewards import RewardBreakdown, score_episode
+from vrag_rl.training.rewards import RewardBreakdown
 from vrag_rl.training.rollout.trajectory import Trajectory
 from vrag_rl.training.train.config import TrainConfig
-from vrag_rl.training.train.data import sample_batch
 from vrag_rl.training.train.trainer import LocalTrainer
 
 STEP_CREDITS = ("none", "gigpo")
@@ -35,7 +32,7 @@ STEP_CREDITS = ("none", "gigpo")
 
 @dataclass(frozen=True)
 class VimRAGTrainingSettings:
-    """The `vimrag:` section of a local run config (agent_type: vimrag)."""
+    """The `agent_training:` section of a local run config with agent_type: vimrag."""
 
     step_credit: str = "none"  # "gigpo": add the GiGPO-style step-level advantage
     gigpo_gamma: float = 0.95  # discount of the outcome back to earlier steps
@@ -45,18 +42,18 @@ class VimRAGTrainingSettings:
 
     def __post_init__(self) -> None:
         if self.step_credit not in STEP_CREDITS:
-            raise ValueError(f"vimrag.step_credit must be one of {STEP_CREDITS}, got {self.step_credit!r}")
+            raise ValueError(f"agent_training.step_credit must be one of {STEP_CREDITS}, got {self.step_credit!r}")
         if not 0.0 < self.gigpo_gamma <= 1.0:
-            raise ValueError("vimrag.gigpo_gamma must be in (0, 1]")
+            raise ValueError("agent_training.gigpo_gamma must be in (0, 1]")
         if self.max_prompt_length is not None and self.max_prompt_length < 1:
-            raise ValueError("vimrag.max_prompt_length must be positive")
+            raise ValueError("agent_training.max_prompt_length must be positive")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> VimRAGTrainingSettings:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"vimrag: unknown key(s) {unknown}; known: {sorted(known)}")
+            raise ValueError(f"agent_training: unknown key(s) {unknown}; known: {sorted(known)}")
         return cls(**data)
 
 
@@ -66,7 +63,7 @@ class VimRAGTrainer(LocalTrainer):
     def __init__(self, config: TrainConfig, progress: bool = True):
         if config.agent_type != "vimrag":
             raise ValueError("VimRAGTrainer needs agent_type: vimrag in the run config")
-        self.vim_settings = VimRAGTrainingSettings.from_dict(dict(config.vimrag))
+        self.vim_settings = VimRAGTrainingSettings.from_dict(dict(config.agent_training))
         if config.reward_config().retrieval_source != "ranked":
             raise ValueError("reward.retrieval_source must be 'ranked' for VimRAG: its result lists every page its "
                              "searches returned, in rank order (it has no transcript of shown pages)")
@@ -75,21 +72,9 @@ class VimRAGTrainer(LocalTrainer):
             self.agent_config = energy_for_prompt_length(self.agent_config, self.vim_settings.max_prompt_length,
                                                          self.vim_settings.text_tokens)
 
-    async def _rollouts(self, step: int) -> tuple[list[Any], list[RewardBreakdown]]:
-        tasks = [t.rollout_task() for t in sample_batch(self.tasks, self.config.questions_per_step, self.rng)]
-        search = SearchClient(self.config.search_url)
-        try:
-            trajectories = await rollout_vim_batch(tasks, self.config.rollouts_per_question, self.processor,
-                                                   self.generate, search, self.agent_config, self.prompts,
-                                                   seed=self.config.seed * 1_000_003 + step, pages=self.pages,
-                                                   max_prompt_length=self.vim_settings.max_prompt_length)
-        finally:
-            await search.aclose()
-        rewards = await asyncio.gather(*(score_episode(t.result, t.extra["reference"], self.reward_config)  # type: ignore[arg-type]
-                                         for t in trajectories))
-        for trajectory, reward in zip(trajectories, rewards):
-            trajectory.reward = reward
-        return trajectories, list(rewards)
+    def rollout_options(self) -> dict[str, Any]:
+        """A turn's prompt never exceeds `agent_training.max_prompt_length` (`vimrag.rollout.prompt_budgeted`)."""
+        return {"max_prompt_length": self.vim_settings.max_prompt_length}
 
     def step_advantages(self, trajectories: list[VimTrajectory], rewards: list[RewardBreakdown]) -> list[list[float]]:
         """Per trajectory, per step: the episode advantage (trajectory-normalised GRPO) plus, with

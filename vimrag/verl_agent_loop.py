@@ -36,29 +36,26 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
+from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, register
 
 from vimrag.config import VimRAGConfig
 from vimrag.context import build_context
 from vimrag.graph import MemoryGraph
 from vimrag.prompts import VimPrompts
 from vimrag.rollout import VimTrajectory, energy_for_prompt_length, run_vim_episode
-from vrag_rl.agent.page_images import PageImageStore
-from vrag_rl.agent.policies.token_recorder import GenerateOutput, template_form, vision_token_ids
+from vrag_rl.agent.policies.token_recorder import GenerateOutput
 from vrag_rl.agent.policy import SamplingParams
 from vrag_rl.training.rewards import score_episode
-from vrag_rl.training.verl_plugins.agent_loop import (
-    filler_token_id,
-    search_client,
-    server_generate,
+from vrag_rl.training.verl_plugins.episode_loop import (
+    PAGES,
+    EpisodeAgentLoop,
+    reward_fields,
+    reward_parts,
     task_from_row,
-    vl_processor,
 )
 from vrag_rl.training.verl_plugins.generate import ServerManagerGenerate
-from vrag_rl.training.verl_plugins.settings import PluginSettingsError, plugin_settings
+from vrag_rl.training.verl_plugins.settings import PluginSettingsError, plain_config
 
-_PAGES = PageImageStore()  # page images shared by the episodes of this worker process (bounded LRU)
-REWARD_PARTS = ("total", "outcome", "format", "retrieval")
 _VIMRAG_KEYS = {"agent", "prompts", "text_tokens"}
 
 
@@ -74,9 +71,7 @@ class VimRAGPluginSettings:
 
 def vimrag_plugin_settings(config: Any) -> VimRAGPluginSettings:
     """Read and validate `config.vimrag` against verl's prompt and response lengths."""
-    from vrag_rl.training.verl_plugins.settings import _plain
-
-    root = _plain(config)
+    root = plain_config(config)
     section = root.get("vimrag") if isinstance(root, dict) else None
     if not isinstance(section, dict):
         raise PluginSettingsError("vimrag_agent needs a `vimrag:` section; start from configs/verl/*vimrag*.yaml")
@@ -137,19 +132,15 @@ def ordered_rows(trajectory: VimTrajectory, pruned: list[int]) -> list[tuple[int
 
 
 @register("vimrag_agent")
-class VimRAGAgentLoop(AgentLoopBase):
+class VimRAGAgentLoop(EpisodeAgentLoop):
     """Runs one VimRAG episode per session and returns its steps as rows (see the module docstring)."""
+
+    agent_loop_name = "vimrag_agent"
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        if self.processor is None:
-            raise ValueError("vimrag_agent needs a vision-language model with a processor (memory is images)")
-        self.settings = plugin_settings(self.config)
         self.vimrag = vimrag_plugin_settings(self.config)
-        self.response_length = int(self.rollout_config.response_length)
         self.prompt_length = int(self.rollout_config.prompt_length)
-        self.vision_ids = vision_token_ids(vl_processor(self).tokenizer)
-        self.rollout_name = getattr(self.rollout_config, "name", None)
 
     # A list, not one output: verl's v1 worker stores each (one per memory node; see the module docstring).
     async def run(  # type: ignore[override]
@@ -157,41 +148,30 @@ class VimRAGAgentLoop(AgentLoopBase):
         task = task_from_row(kwargs)
         question, reference = task.question, task.reference
         settings = self.settings
-        inner = server_generate(self, sampling_params)
-        search = search_client(settings)
+        inner = self.server_generate(sampling_params)
+        search = self.search_client()
         try:
             trajectory = await run_vim_episode(task, int(kwargs.get("session_id") or 0), self.processor,
                                                StepBudgetGenerate(inner), search, self.vimrag.agent,
-                                               self.vimrag.prompts, seed=0, pages=_PAGES,
+                                               self.vimrag.prompts, seed=0, pages=PAGES,
                                                max_prompt_length=self.prompt_length)
         finally:
             await search.aclose()
         result = trajectory.result
-        reward = await score_episode(result, reference, settings.reward_config())  # type: ignore[arg-type]
+        reward = await score_episode(result, reference, settings.reward_config())
         pruned = trajectory.pruned_steps(settings.algorithm_settings, reward.outcome, reference.reference_pages)
-        parts = {"total": reward.total, "outcome": reward.outcome, "format": reward.format,
-                 "retrieval": reward.retrieval}
-        if not trajectory.steps:  # no model token at all: zero reward, one masked filler row (as vrag_agent)
-            parts = dict.fromkeys(REWARD_PARTS, 0.0)
+        empty = not trajectory.steps
+        parts = reward_parts(reward, empty)  # no model token at all: zero reward, one masked filler row
         shared: dict[str, Any] = {
-            **inner.fields.for_output(kwargs.get("global_steps")),
-            "episode_status": result.status, "episode_error": result.error or "",
-            "memory_graph": result.graph.to_dict(), "pages_per_turn": [r.retrieved for r in result.turn_records],
-            "turn_actions": [r.action for r in result.turn_records], "ggpo_pruned_steps": pruned,
-            "reward_parts": parts, "turn_scores": [], "tool_rewards": [],
-            "reward_extra_info": {**{f"vimrag/{k}": float(parts[k]) for k in REWARD_PARTS},
-                                  "vimrag/steps": float(len(trajectory.steps)),
-                                  "vimrag/ggpo_pruned_steps": float(len(pruned)),
-                                  "vimrag/answered": float(result.answered),
-                                  "vimrag/empty_response": float(not trajectory.steps)},
+            **self.episode_fields(inner, kwargs.get("global_steps"), result, pruned,
+                                  [r.retrieved for r in result.turn_records]),
+            "memory_graph": result.graph.to_dict(),
+            **reward_fields(parts, "vimrag", len(trajectory.steps), pruned, result.answered, empty),
         }
-        timings = result.timings
-        metrics = AgentLoopMetrics(generate_sequences=inner.generate_s,
-                                   tool_calls=timings.get("search_s", 0.0) + timings.get("image_s", 0.0),
-                                   num_preempted=inner.fields.num_preempted)
-        if not trajectory.steps:
+        metrics = self.loop_metrics(inner, result)
+        if empty:
             return [AgentLoopOutput(prompt_ids=self._initial_prompt_ids(question),
-                                    response_ids=[filler_token_id(vl_processor(self).tokenizer)], response_mask=[0],
+                                    response_ids=[self.filler_token_id()], response_mask=[0],
                                     response_logprobs=[0.0], multi_modal_data={}, reward_score=0.0, num_turns=2,
                                     metrics=metrics, extra_fields={**shared, "step": -1, "node_ids": [],
                                                                    "ggpo_dropped": True})]
@@ -210,8 +190,6 @@ class VimRAGAgentLoop(AgentLoopBase):
 
     def _initial_prompt_ids(self, question: str) -> list[int]:
         """The first step's prompt (the empty graph) as the recorder renders it, for an episode with no step."""
-        messages, _ = build_context(MemoryGraph(question.strip()), {}, _PAGES, self.vimrag.agent.energy,
+        messages, _ = build_context(MemoryGraph(question.strip()), {}, PAGES, self.vimrag.agent.energy,
                                     self.vimrag.prompts, self.vimrag.agent.resize_factor)
-        text = vl_processor(self).apply_chat_template(template_form(messages), add_generation_prompt=True,
-                                                      tokenize=False)
-        return list(vl_processor(self).tokenizer(text, add_special_tokens=False)["input_ids"])
+        return self.prompt_ids(messages)

@@ -33,8 +33,8 @@ from testkit.malformed_openai import (
     episode_tag,
 )
 from vrag_rl import VRAG
-from vrag_rl.agent.actions import MAX_REPLY_CHARS, parse_reply
 from vrag_rl.agent.result import EPISODE_STATUSES
+from vrag_rl.vrag.actions import MAX_REPLY_CHARS, parse_reply
 from vrag_rl.vrag.agent import EpisodeFailedError
 
 MAX_TURNS = 3

@@ -90,7 +90,7 @@ def _loop(manager, processor, search_url: str, model_dir):
     from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    import vrag_rl.training.verl_plugins  # noqa: F401
+    import vrag_rl.training.verl_plugins.register  # noqa: F401
 
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         cfg = compose(config_name="ggpo_qwen2_5_vl_7b", overrides=[

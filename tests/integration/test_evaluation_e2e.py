@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from testkit.loopback import LoopbackServer
-from vrag_rl.evaluation.dataset import load_dataset
 from vrag_rl.evaluation.runner import run_evaluation
+from vrag_rl.scoring.qa_dataset import load_dataset
 
 
 def test_evaluate_the_real_agent(sample_corpus, text_search_server, tmp_path):

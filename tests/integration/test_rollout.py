@@ -16,7 +16,8 @@ from testkit.tiny_task import AGENT, PROMPTS, build_task_model
 from vrag_rl.agent.policies.token_recorder import GenerateOutput
 from vrag_rl.training.algos import ggpo_turn_mask
 from vrag_rl.training.rewards import RewardConfig, RewardReference, score_episode
-from vrag_rl.training.rollout import RolloutTask, rollout_batch
+from vrag_rl.training.rollout import RolloutTask
+from vrag_rl.vrag.rollout import rollout_batch
 from vrag_rl.vrag.config import AgentConfig
 from vrag_rl.vrag.prompts import Prompts
 

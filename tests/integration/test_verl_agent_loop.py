@@ -116,7 +116,7 @@ def _loop_and_config(server_manager, processor, search_url: str, overrides: list
     from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    import vrag_rl.training.verl_plugins  # noqa: F401  (what external_lib does in verl's workers)
+    import vrag_rl.training.verl_plugins.register  # noqa: F401  (what external_lib does in verl's workers)
 
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         cfg = compose(config_name="grpo_qwen2_5_vl_7b", overrides=[

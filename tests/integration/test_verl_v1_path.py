@@ -106,7 +106,7 @@ def _run_v1_step(tq, cfg, client, item) -> tuple[str, dict]:
     from verl.utils import tensordict_utils as tu
     from verl.utils.dataset.rl_dataset import collate_fn
 
-    import vrag_rl.training.verl_plugins  # noqa: F401  (what external_lib does in verl's workers)
+    import vrag_rl.training.verl_plugins.register  # noqa: F401  (what external_lib does in verl's workers)
 
     worker = AgentLoopWorkerTQ.__ray_actor_class__(cfg, llm_client=client)  # the actor's class, in-process
     uid = uuid.uuid4().hex

@@ -111,7 +111,7 @@ def _loop(cfg, server_manager, processor):
     from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    import vrag_rl.training.verl_plugins  # noqa: F401  (what external_lib does in verl's workers)
+    import vrag_rl.training.verl_plugins.register  # noqa: F401  (what external_lib does in verl's workers)
 
     return instantiate(_agent_loop_registry["vimrag_agent"], trainer_config=DictConfigWrap(cfg),
                        server_manager=server_manager, tokenizer=processor.tokenizer, processor=processor,
@@ -293,7 +293,7 @@ def test_verls_v1_worker_stores_every_step_and_its_trainer_normalises_over_traje
     from verl.utils import tensordict_utils as tu
     from verl.utils.dataset.rl_dataset import collate_fn
 
-    import vrag_rl.training.verl_plugins  # noqa: F401
+    import vrag_rl.training.verl_plugins.register  # noqa: F401
     from testkit.verl_doubles import VLLMServerDouble, loopback_llm_client
 
     cfg = _compose([f"vrag.search.url={text_search_server.url}", *OVERRIDES,

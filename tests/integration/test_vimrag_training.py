@@ -26,7 +26,7 @@ from vrag_rl.agent.policies.local_transformers import image_token_id, vision_inp
 from vrag_rl.agent.policies.token_recorder import GenerateOutput
 from vrag_rl.training.algos.settings import AlgorithmSettings
 from vrag_rl.training.rewards import RewardReference
-from vrag_rl.training.rollout.runner import RolloutTask
+from vrag_rl.training.rollout.task import RolloutTask
 from vrag_rl.training.train.forward import response_logprobs
 
 REVENUE = QUESTIONS[0]
@@ -158,7 +158,8 @@ def test_vimrag_trainer_step_trains_every_step_with_its_trajectorys_advantage(ti
                          model=str(tiny_qwen25vl_dir), tasks=str(write_tasks(tmp_path / "tasks.json")),
                          output_dir=str(tmp_path / "run"), search_url=text_search_server.url, steps=1,
                          questions_per_step=1, rollouts_per_question=4, kl_coef=0.0, ppo_epochs=1,
-                         vimrag={"max_prompt_length": 4096},  # the test tokenizer is not the task's: longer prompts
+                         # the test tokenizer is not the task's: longer prompts
+                         agent_training={"max_prompt_length": 4096},
                          agent={**load_config(Path(__file__).resolve().parents[2] / "configs" / "local"
                                               / "tiny_vimrag_ggpo.yaml", model="m", tasks="t", output_dir="o",
                                               search_url="s").agent, "max_tokens": 128, "max_episode_tokens": None,

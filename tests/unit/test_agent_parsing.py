@@ -2,8 +2,8 @@
 import pytest
 from PIL import Image
 
-from vrag_rl.agent.actions import parse_reply
 from vrag_rl.agent.images import map_bbox_to_page, resize_for_model, smart_resize
+from vrag_rl.vrag.actions import parse_reply
 
 
 def test_well_formed_actions():

@@ -1,56 +1,56 @@
-"""scripts/bench_real_docs.py: its scoring (answer in a region, honest refusals, per-type tables) and its
-plumbing (a generated two-page PDF ingested in a child process, questions asked through the engine).
+"""scripts/bench_real_docs.py: its scoring (`vrag_rl.evaluation.document_bench`: answer in a region, honest
+refusals, per-type tables) and its plumbing (a generated two-page PDF ingested in a child process, questions
+asked through the engine).
 
 The real numbers come from running the script; these tests check that what it counts is counted right.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from vrag_rl.evaluation.document_bench import (
+    QuestionResult,
+    answer_in_text,
+    format_table,
+    is_not_found,
+    score_answer,
+    score_retrieval,
+    summarize,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_real_docs", REPO / "scripts" / "bench_real_docs.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_real_docs"] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
+def test_answer_in_text_whole_tokens_compact_forms_and_short_references():
+    assert answer_in_text("The running head must be ⩽45 characters on a line", ["45 characters"])
+    assert answer_in_text("表3 华文字库 中易字库+微软雅黑 Fandol", ["中易字库+ 微软雅黑"])
+    assert answer_in_text("-sDeviceNProﬁle = c:/my.icc", ["-sDeviceNProfile"])  # the 'ﬁ' ligature
+    assert not answer_in_text("revision 120 of the guide", ["12"])  # not inside another number
+    assert not answer_in_text("page 23", ["2"])  # one-character answers only as whole tokens
+    assert answer_in_text("state 2 is heterozygous", ["2"])
+    assert not answer_in_text("", ["x"]) and not answer_in_text("text", [])
 
 
-def test_answer_in_text_whole_tokens_compact_forms_and_short_references(bench):
-    assert bench.answer_in_text("The running head must be ⩽45 characters on a line", ["45 characters"])
-    assert bench.answer_in_text("表3 华文字库 中易字库+微软雅黑 Fandol", ["中易字库+ 微软雅黑"])
-    assert bench.answer_in_text("-sDeviceNProﬁle = c:/my.icc", ["-sDeviceNProfile"])  # the 'ﬁ' ligature
-    assert not bench.answer_in_text("revision 120 of the guide", ["12"])  # not inside another number
-    assert not bench.answer_in_text("page 23", ["2"])  # one-character answers only as whole tokens
-    assert bench.answer_in_text("state 2 is heterozygous", ["2"])
-    assert not bench.answer_in_text("", ["x"]) and not bench.answer_in_text("text", [])
-
-
-def test_not_found_is_an_honest_refusal_not_a_wrong_answer(bench):
+def test_not_found_is_an_honest_refusal_not_a_wrong_answer():
     from vrag_rl.vrag.prompts import NO_ANSWER_FALLBACK
 
-    assert bench.is_not_found(NO_ANSWER_FALLBACK)
-    assert bench.is_not_found("I could not find the answer in these pages.")
-    assert bench.is_not_found("文档中没有找到相关信息")
-    assert bench.is_not_found(None) and bench.is_not_found("  ")
-    assert not bench.is_not_found("1.52")
-    assert not bench.is_not_found("The answer is not found in most books, but here it is: " + "x" * 200)
+    assert is_not_found(NO_ANSWER_FALLBACK)
+    assert is_not_found("I could not find the answer in these pages.")
+    assert is_not_found("文档中没有找到相关信息")
+    assert is_not_found(None) and is_not_found("  ")
+    assert not is_not_found("1.52")
+    assert not is_not_found("The answer is not found in most books, but here it is: " + "x" * 200)
 
 
-def _result(bench, uid, ctype, page="doc_1", refs=("42",)):
-    return bench.QuestionResult(uid=uid, query="q", content_type=ctype, language="en",
-                                reference_page_ids=[page], reference_answer=list(refs))
+def _result(uid, ctype, page="doc_1", refs=("42",)):
+    return QuestionResult(uid=uid, query="q", content_type=ctype, language="en",
+                          reference_page_ids=[page], reference_answer=list(refs))
 
 
-def test_retrieval_rank_and_best_region_of_the_right_page(bench):
+def test_retrieval_rank_and_best_region_of_the_right_page():
     from search_engine.page_layout import RegionHit
     from search_engine.types import SearchHit
 
@@ -59,48 +59,48 @@ def test_retrieval_rank_and_best_region_of_the_right_page(bench):
         return SearchHit(rank=1, page_id=page_id, doc_id=doc_id, page_number=int(page), score=1.0, image_path="",
                          regions=list(regions))
 
-    r = _result(bench, "a", "table", page="doc_2")
+    r = _result("a", "table", page="doc_2")
     regions = [RegionHit("r1", "text", (0, 0, 1, 1), "nothing here", 0.2),
                RegionHit("r2", "table", (0, 0, 1, 1), "Sun | 1.00 | 42", 0.9)]
-    bench.score_retrieval(r, [hit("doc_1"), hit("doc_2", regions), hit("doc_3")])
+    score_retrieval(r, [hit("doc_1"), hit("doc_2", regions), hit("doc_3")])
     assert r.rank == 2 and r.regions_returned
     assert r.best_region_holds is True and r.best_region["region_id"] == "r2"  # the best by score, not first
 
-    missed = _result(bench, "b", "table", page="doc_9")
-    bench.score_retrieval(missed, [hit("doc_1", regions)])
+    missed = _result("b", "table", page="doc_9")
+    score_retrieval(missed, [hit("doc_1", regions)])
     assert missed.rank is None and missed.best_region_holds is None
 
     # A snippet is cut short: the region's whole text (from the page layout) is what counts when given.
-    cut = _result(bench, "d", "table", page="doc_2", refs=("7.5",))
+    cut = _result("d", "table", page="doc_2", refs=("7.5",))
     cut_regions = [RegionHit("r5", "table", (0, 0, 1, 1), "Size | Value | …", 0.9)]
-    bench.score_retrieval(cut, [hit("doc_2", cut_regions)])
+    score_retrieval(cut, [hit("doc_2", cut_regions)])
     assert cut.best_region_holds is False
-    bench.score_retrieval(cut, [hit("doc_2", cut_regions)], lambda page_id, region: "Size | Value ; six | 7.5")
+    score_retrieval(cut, [hit("doc_2", cut_regions)], lambda page_id, region: "Size | Value ; six | 7.5")
     assert cut.best_region_holds is True and cut.best_snippet_holds is False
 
     def broken(page_id, region):
         raise LookupError("no stored layout")
 
-    bench.score_retrieval(cut, [hit("doc_2", cut_regions)], broken)  # falls back to the snippet
+    score_retrieval(cut, [hit("doc_2", cut_regions)], broken)  # falls back to the snippet
     assert cut.best_region_holds is False
 
-    no_regions = _result(bench, "c", "text")
-    bench.score_retrieval(no_regions, [hit("doc_1")])
+    no_regions = _result("c", "text")
+    score_retrieval(no_regions, [hit("doc_1")])
     assert no_regions.rank == 1 and not no_regions.regions_returned and no_regions.best_region_holds is None
 
 
-def test_summary_per_type_counts_not_found_apart_from_wrong(bench):
+def test_summary_per_type_counts_not_found_apart_from_wrong():
     rows = []
     for uid, ctype, rank, prediction, contains in [("1", "text", 1, "42", 1.0), ("2", "text", 3, "41", 0.0),
                                                    ("3", "table", None, "I could not find it.", 0.0),
                                                    ("4", "table", 1, "42 units", 1.0)]:
-        r = _result(bench, uid, ctype)
+        r = _result(uid, ctype)
         r.rank = rank
-        bench.score_answer(r, {"prediction": prediction, "status": "answered", "em": float(prediction == "42"),
-                               "contains": contains, "error": None,
-                               "retrieved_page_ids": ["doc_1"] if contains else ["doc_7"]})
+        score_answer(r, {"prediction": prediction, "status": "answered", "em": float(prediction == "42"),
+                         "contains": contains, "error": None,
+                         "retrieved_page_ids": ["doc_1"] if contains else ["doc_7"]})
         rows.append(r)
-    table = bench.summarize(rows)
+    table = summarize(rows)
     assert list(table) == ["text", "table", "overall"]
     assert table["text"]["recall@1"] == 0.5 and table["text"]["recall@5"] == 1.0
     assert table["table"]["recall@5"] == 0.5
@@ -108,11 +108,17 @@ def test_summary_per_type_counts_not_found_apart_from_wrong(bench):
     assert table["overall"]["not_found"] == 1 and table["overall"]["wrong"] == 1
     assert table["overall"]["agent_page"] == 0.5  # the agent looked at the reference page in 2 of 4
     assert table["overall"]["region_best"] is None  # no regions anywhere: n/a, not 0
-    text = bench.format_table(table)
+    text = format_table(table)
     assert "n/a" in text and "overall" in text.splitlines()[-1]
 
 
-def test_plumbing_on_a_generated_pdf(bench, tmp_path):
+def _bench_real_docs(*args: str) -> subprocess.CompletedProcess[str]:
+    """The script run as a user runs it, in its own process."""
+    return subprocess.run([sys.executable, str(REPO / "scripts" / "bench_real_docs.py"), *args],
+                          capture_output=True, text=True, timeout=600, cwd=REPO)
+
+
+def test_plumbing_on_a_generated_pdf(tmp_path):
     """Ingest a two-page PDF in a child process and ask two questions: pages, speed, RSS and recall land
     in the JSON report."""
     import pymupdf
@@ -135,8 +141,9 @@ def test_plumbing_on_a_generated_pdf(bench, tmp_path):
     questions.write_text("\n".join(json.dumps(r) for r in rows))
     out = tmp_path / "report.json"
 
-    assert bench.main(["--docs", str(docs), "--questions", str(questions), "--index", str(tmp_path / "index"),
-                       "--no-e2e", "--ocr-lang", "eng", "--held-back-docs", "farm_and_bike", "--out", str(out)]) == 0
+    proc = _bench_real_docs("--docs", str(docs), "--questions", str(questions), "--index", str(tmp_path / "index"),
+                            "--no-e2e", "--ocr-lang", "eng", "--held-back-docs", "farm_and_bike", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(out.read_text())
     ingestion = report["ingestion"]
     assert ingestion["pages"] == 2 and ingestion["documents"] == 1 and not ingestion["failed"]
@@ -153,5 +160,6 @@ def test_plumbing_on_a_generated_pdf(bench, tmp_path):
     assert [d["retrieved_page_ids"][0] for d in report["questions_detail"]] == ["farm_and_bike_1", "farm_and_bike_2"]
 
     # An existing index is never overwritten.
-    assert bench.main(["--docs", str(docs), "--questions", str(questions), "--index", str(tmp_path / "index"),
-                       "--no-e2e", "--out", str(out)]) == 2
+    proc = _bench_real_docs("--docs", str(docs), "--questions", str(questions), "--index", str(tmp_path / "index"),
+                            "--no-e2e", "--out", str(out))
+    assert proc.returncode == 2, proc.stderr[-2000:]

@@ -3,7 +3,8 @@
 bench_slides rewrites the slide questions for a folder of rendered page images; the rewritten file must
 name the pages exactly as the index names an image (one image = one document of one page), or every
 question would count as a retrieval miss. bench_table_extractors judges a table extraction by the cell
-holding the answer and the row and column keys around it. The real numbers come from running the scripts.
+holding the answer and the row and column keys around it (`vrag_rl.evaluation.table_extractor_bench`). The
+real numbers come from running the scripts.
 """
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from vrag_rl.evaluation.table_extractor_bench import check_tables, clean, holds
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -46,7 +49,7 @@ def test_rendered_pages_are_one_image_each_and_questions_point_at_them(slides, t
     import pymupdf
 
     from search_engine.corpus import doc_id_for
-    from vrag_rl.evaluation.dataset import load_dataset
+    from vrag_rl.scoring.qa_dataset import load_dataset
 
     decks = tmp_path / "decks"
     decks.mkdir()
@@ -84,31 +87,30 @@ def test_options_the_script_sets_itself_are_refused(slides, capsys):
     assert "set by this script" in capsys.readouterr().err
 
 
-def test_table_check_finds_the_answer_cell_and_its_row_and_column_keys(tables):
+def test_table_check_finds_the_answer_cell_and_its_row_and_column_keys():
     grid = [["", "Mass", "Luminosity"],
             ["Sun", "1.00", "1.00"],
             ["α Cen A", "1.10", "1.52"]]
-    check = tables.check_tables([grid], ["1.52"], "α Cen A", "Luminosity")
+    check = check_tables([grid], ["1.52"], "α Cen A", "Luminosity")
     assert (check.tables, check.found, check.clean, check.row, check.col) == (1, True, True, True, True)
     # the wrong column header: the answer is under Luminosity, not Mass
-    assert tables.check_tables([grid], ["1.52"], "α Cen A", "Mass").col is False
+    assert check_tables([grid], ["1.52"], "α Cen A", "Mass").col is False
     # a row glued into one cell: found, but not a clean cell, and no other cell in its row holds the key
     glued = [["Star | Mass | Luminosity"], ["α Cen A 1.10 1.52"]]
-    check = tables.check_tables([glued], ["1.52"], "α Cen A", "Luminosity")
+    check = check_tables([glued], ["1.52"], "α Cen A", "Luminosity")
     assert check.found and not check.clean and check.row is False and check.col is False
     # no key for a check: not counted (None), and no tables at all: nothing found
-    assert tables.check_tables([grid], ["1.52"], None, None).row is None
-    empty = tables.check_tables([], ["1.52"], "α Cen A", "Luminosity")
+    assert check_tables([grid], ["1.52"], None, None).row is None
+    empty = check_tables([], ["1.52"], "α Cen A", "Luminosity")
     assert (empty.tables, empty.found, empty.row, empty.col) == (0, False, False, False)
 
 
-def test_cell_matching_is_whitespace_and_width_insensitive_but_short_answers_match_whole_cells(tables):
-    assert tables.holds("中易字库 + 微软雅黑", "中易字库+微软雅黑")
-    assert tables.holds("１９,２１０,０００", "19,210,000")  # full-width digits (NFKC)
-    assert not tables.holds("12", "1")  # a one-character answer only as the whole cell
-    assert tables.holds("b", "b") and not tables.holds("", "x")
-    assert tables.clean("19,210,000", "19,210,000") and not tables.clean("Shanghai 19,210,000 Peking 15,796,450",
-                                                                        "19,210,000")
+def test_cell_matching_is_whitespace_and_width_insensitive_but_short_answers_match_whole_cells():
+    assert holds("中易字库 + 微软雅黑", "中易字库+微软雅黑")
+    assert holds("１９,２１０,０００", "19,210,000")  # full-width digits (NFKC)
+    assert not holds("12", "1")  # a one-character answer only as the whole cell
+    assert holds("b", "b") and not holds("", "x")
+    assert clean("19,210,000", "19,210,000") and not clean("Shanghai 19,210,000 Peking 15,796,450", "19,210,000")
 
 
 def test_every_table_question_of_the_dev_sets_has_keys(tables):

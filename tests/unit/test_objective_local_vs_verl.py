@@ -11,7 +11,6 @@
 """
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -169,7 +168,7 @@ def test_the_same_config_prunes_the_same_turns_locally_and_under_verl(tmp_path):
     assert pruned == 1 and masks[0][0].tolist() == under_verl == [1] * 10 + [0] * 10 + [1] * 10
 
 
-def test_old_keys_load_with_a_deprecation_warning_and_contradictions_fail(tmp_path):
+def test_old_keys_are_refused_with_the_new_key_named(tmp_path):
     import yaml
 
     from vrag_rl.training.train.config import load_config
@@ -177,12 +176,12 @@ def test_old_keys_load_with_a_deprecation_warning_and_contradictions_fail(tmp_pa
 
     data = yaml.safe_load((REPO / "configs" / "local" / "tiny_ggpo.yaml").read_text())
     data.pop("algorithm"), data.pop("ggpo")
-    old = tmp_path / "old.yaml"
-    old.write_text(yaml.safe_dump({**data, "algo": "ggpo", "correct_threshold": 0.7}))
-    with pytest.warns(DeprecationWarning) as caught:
-        config = load_config(old, model="m", tasks="t", output_dir=str(tmp_path), search_url="u")
-    assert {str(w.message).split(" is ")[0] for w in caught} == {"algo", "correct_threshold"}
-    assert config.algorithm_settings() == algorithm_settings({"algorithm": "ggpo", "ggpo": {"correct_threshold": 0.7}})
+    for old, new in (({"algo": "ggpo"}, "write algorithm"),
+                     ({"correct_threshold": 0.7}, "write ggpo.correct_threshold")):
+        path = tmp_path / "old.yaml"
+        path.write_text(yaml.safe_dump({**data, **old}))
+        with pytest.raises(AlgorithmSettingsError, match=new):
+            load_config(path, model="m", tasks="t", output_dir=str(tmp_path), search_url="u")
 
     cfg = _composed("ggpo_qwen2_5_vl_7b")
     from omegaconf import open_dict
@@ -190,12 +189,7 @@ def test_old_keys_load_with_a_deprecation_warning_and_contradictions_fail(tmp_pa
     with open_dict(cfg):
         del cfg.vrag.ggpo["correct_threshold"]
         cfg.vrag.ggpo.prune_correct_threshold = 0.7
-    with pytest.warns(DeprecationWarning, match="vrag.ggpo.prune_correct_threshold"):
-        assert plugin_settings(cfg).algorithm_settings == config.algorithm_settings()
-    with open_dict(cfg):
-        cfg.vrag.ggpo.correct_threshold = 0.9
-    with warnings.catch_warnings(), pytest.raises(PluginSettingsError, match="disagree"):
-        warnings.simplefilter("ignore", DeprecationWarning)
+    with pytest.raises((PluginSettingsError, AlgorithmSettingsError), match="write vrag.ggpo.correct_threshold"):
         plugin_settings(cfg)
     with pytest.raises(AlgorithmSettingsError, match=r"\(0, 1\]"):
         algorithm_settings({"ggpo": {"correct_threshold": 0}})

@@ -15,7 +15,7 @@ from vrag_rl.agent.step_graph import ROOT_ID, StepGraph, StepNode
 from vrag_rl.training.algos import AlgorithmSettings, ggpo_turn_mask
 from vrag_rl.training.rollout import Trajectory
 from vrag_rl.vrag.result import EpisodeResult
-from vrag_rl.vrag.step_graph import is_vrag_episode, vrag_step_graph
+from vrag_rl.vrag.step_graph import vrag_step_graph
 
 GOLD = "report_p7"
 GGPO = AlgorithmSettings("ggpo")
@@ -112,8 +112,3 @@ def test_the_threshold_decides_which_branch_of_the_rule_applies(threshold, outco
     settings = AlgorithmSettings("ggpo", GGPOSettings(threshold))
     assert trajectory(turns, pages).pruned_turns(settings, outcome, {GOLD}) == expected
 
-
-def test_only_vrag_records_get_the_rebuilt_graph():
-    assert is_vrag_episode([search(0, "img-0"), crop(1, "img-0", "img-1"), invalid(2), answer(3)])
-    memorize = TurnRecord(index=0, action="memorize", reply="", valid=True)
-    assert not is_vrag_episode([memorize])

@@ -92,7 +92,7 @@ def test_config_composes_and_validates_against_verl(name):
     settings = plugin_settings(cfg)
     vimrag = "vimrag" in name  # one row per step: verl's grpo estimator (v1) for both algorithms
     assert built["rollout"].agent.default_agent_loop == ("vimrag_agent" if vimrag else "vrag_agent")
-    assert cfg.actor_rollout_ref.model.external_lib == "vrag_rl.training.verl_plugins"
+    assert cfg.actor_rollout_ref.model.external_lib == "vrag_rl.training.verl_plugins.register"
     assert settings.algorithm == _algorithm_of(name)
     assert built["algorithm"].adv_estimator == ("grpo" if vimrag else settings.algorithm)
     assert cfg.reward.custom_reward_function.path == "vrag_rl/training/verl_plugins/reward.py"

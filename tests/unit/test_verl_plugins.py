@@ -96,11 +96,11 @@ def test_plugins_register_against_the_installed_verl(composed):
     from verl.utils.config import omega_conf_to_dataclass
 
     model_config = omega_conf_to_dataclass(composed.actor_rollout_ref.model)  # imports external_lib, as workers do
-    assert model_config.external_lib == "vrag_rl.training.verl_plugins"
+    assert model_config.external_lib == "vrag_rl.training.verl_plugins.register"
     from vrag_rl.training.verl_plugins.advantage import compute_ggpo_advantage
-    from vrag_rl.training.verl_plugins.agent_loop import VRAGAgentLoop
+    from vrag_rl.vrag.verl_agent_loop import VRAGAgentLoop
 
-    assert _agent_loop_registry["vrag_agent"] == {"_target_": "vrag_rl.training.verl_plugins.agent_loop.VRAGAgentLoop"}
+    assert _agent_loop_registry["vrag_agent"] == {"_target_": "vrag_rl.vrag.verl_agent_loop.VRAGAgentLoop"}
     assert issubclass(VRAGAgentLoop, AgentLoopBase)
     assert get_adv_estimator_fn("ggpo") is compute_ggpo_advantage
     loaded = get_custom_reward_fn(composed)  # verl's own loader, by file path

@@ -22,7 +22,7 @@ from vrag_rl.agent.policies.token_recorder import (
 )
 from vrag_rl.agent.policy import PolicyError, SamplingParams
 from vrag_rl.training.rollout import RolloutTask, model_inputs
-from vrag_rl.training.rollout.runner import run_one
+from vrag_rl.vrag.rollout import run_one
 from vrag_rl.training.verl_plugins.generate import ServerFields, ServerManagerGenerate, logit_bias_against
 from vrag_rl.vrag.config import AgentConfig
 from vrag_rl.vrag.prompts import Prompts

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from vrag_rl import _moved
 from vrag_rl.agent.policy import SamplingParams
 
 # Upstream VRAG's pixel budget: 256·28·28 ≤ pixels ≤ 512·28·28 per image shown to the model.
@@ -60,7 +59,3 @@ class EpisodeConfig:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-
-def __getattr__(name: str) -> Any:
-    """`AgentConfig` moved to `vrag_rl.vrag.config` (the VRAG agent's room); its old path still gives it."""
-    return _moved.moved_attribute(__name__, name)

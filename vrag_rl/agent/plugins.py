@@ -1,15 +1,18 @@
-"""Agents built on the kit plug into the generic rooms by name: the `vrag_rl.agents` entry points.
+"""Every agent is a plugin on the kit: the generic rooms find it by name through the `vrag_rl.agents` entry points.
 
-The trainer config (`agent_type`), the policy-server CLI (`--backend`) and verl's external library
-(`vrag_rl.training.verl_plugins`) choose an agent by name. Importing the agent there would make the kit's own
-package import every agent built on it (the arrow that ran back up from `vrag_rl` to `vimrag`); instead
-each agent package declares an `AgentPlugin` under the entry-point group `vrag_rl.agents` in its
-`pyproject.toml`, and these rooms look it up. The VRAG agent is the kit's own and needs no plugin.
+The trainer config (`agent_type`), `scripts/train_tiny.py`, the policy-server CLI (`--backend`), `vrag-eval
+--agent` and verl's external library (`vrag_rl.training.verl_plugins.register`) choose an agent by name and ask
+its plugin for what they need; none of them imports an agent. Each agent package declares one `AgentPlugin`
+under the entry-point group `vrag_rl.agents` in `pyproject.toml` (`vrag`: `vrag_rl.vrag.plugin`, `vimrag`:
+`vimrag.plugin`), so adding an agent touches no generic room.
+
+What a plugin provides is named as `"module:attribute"` and imported only when asked for (`load`): reading
+the registry must not import torch, verl or an agent's HTTP clients.
 """
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import importlib
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
@@ -21,18 +24,44 @@ ENTRY_POINT_GROUP = "vrag_rl.agents"
 class AgentPlugin:
     """What the generic rooms need of an agent built on the kit.
 
-    `config_type` / `prompts_type` build the agent's settings from a run config's `agent:` / `prompts:`
-    sections; `stand_in` names its CPU stand-in policy backend for `vrag-policy serve --backend` and
-    `stand_in_backend(search_url=...)` builds it; `register_verl()` registers its verl agent loop (called by
-    `vrag_rl.training.verl_plugins` in every verl worker).
+    - `config_type` / `prompts_type`: its settings and its words, built from a run config's `agent:` /
+      `prompts:` sections;
+    - `agent`: its public class (`VRAG`, `VimRAG`: `run` / `stream` / `arun`), what evaluation runs;
+    - `episode`: its episode on the kit's engine, which holds its memory (a transcript, a memory graph) and
+      its tools;
+    - `rollout`: `async rollout_batch(tasks, n, processor, generate, search, config, prompts, seed=, pages=,
+      **options) -> list[trajectory]`, its episodes recorded as token trajectories;
+    - `trainer`: the local trainer class for its trajectories (`LocalTrainer` or a subclass with its hooks);
+    - `verl_loop`: the module whose import registers its verl agent loop, called `verl_loop_name` in verl's
+      registry (`rollout.agent.default_agent_loop`, the parquet's `agent_name`);
+    - `stand_in` / `stand_in_backend`: the name of its CPU stand-in policy for `vrag-policy serve --backend`
+      and the callable that builds it (`search_url=`).
     """
 
     name: str
     config_type: type
     prompts_type: type
+    agent: str
+    episode: str
+    rollout: str
+    trainer: str
+    verl_loop: str
+    verl_loop_name: str
     stand_in: str | None = None
-    stand_in_backend: Callable[..., Any] | None = None
-    register_verl: Callable[[], None] | None = None
+    stand_in_backend: str | None = None
+
+    def load(self, part: str) -> Any:
+        """The object a `"module:attribute"` field names (`plugin.load("trainer")`), imported now."""
+        reference = getattr(self, part)
+        if not isinstance(reference, str) or ":" not in reference:
+            raise ValueError(f"agent plugin {self.name!r} has no loadable part {part!r}")
+        module, _, attribute = reference.partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
+    def register_verl(self) -> None:
+        """Register its verl agent loop in the importing process (verl workers call this through the
+        external library)."""
+        importlib.import_module(self.verl_loop)
 
 
 class UnknownAgentError(ValueError):

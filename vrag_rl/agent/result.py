@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
-from vrag_rl import _moved
 from vrag_rl.agent.events import AgentEvent, EpisodeStatus
 
 # How an episode can end. Every episode ends with exactly one of these, never with an exception.
@@ -76,6 +75,11 @@ class EpisodeResultBase:
         return list(seen)
 
     @property
+    def retrieved_page_ids(self) -> list[str]:
+        """Pages the agent looked at (its evidence), in first-seen order: what retrieval metrics score."""
+        return [e["page_id"] for e in self.evidence if "page_id" in e]
+
+    @property
     def answered(self) -> bool:
         return self.answer is not None and self.status != "failed"
 
@@ -86,7 +90,3 @@ class EpisodeResultBase:
                 "timings": self.timings, "usage": self.usage, "error": self.error,
                 "turn_records": [asdict(r) for r in self.turn_records]}
 
-
-def __getattr__(name: str) -> Any:
-    """`EpisodeResult` moved to `vrag_rl.vrag.result` (the VRAG agent's room); its old path still gives it."""
-    return _moved.moved_attribute(__name__, name)

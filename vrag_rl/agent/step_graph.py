@@ -18,8 +18,6 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from vrag_rl import _moved
-
 ROOT_ID = "root"
 
 
@@ -101,8 +99,3 @@ class StepGraph:
                  for n in data.get("nodes", [])]
         return cls.build(nodes, data.get("answer_id"))
 
-
-def __getattr__(name: str) -> Any:
-    """VRAG's graph rule (`vrag_step_graph`, `is_vrag_episode`) moved to `vrag_rl.vrag.step_graph`; the old
-    path still gives it."""
-    return _moved.moved_attribute(__name__, name)

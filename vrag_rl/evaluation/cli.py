@@ -25,6 +25,7 @@ def evaluate(
     search_url: Annotated[str | None, typer.Option(envvar="VRAG_SEARCH_URL", help="search server")] = None,
     model: Annotated[str | None, typer.Option(envvar="VRAG_MODEL", help="served policy model name")] = None,
     api_key: Annotated[str | None, typer.Option(envvar="OPENAI_API_KEY", help="policy API key")] = None,
+    agent: Annotated[str, typer.Option(help="the agent plugin to run: vrag, vimrag, ...")] = "vrag",
     max_turns: Annotated[int, typer.Option(min=1)] = 10,
     concurrency: Annotated[int, typer.Option(min=1)] = 8,
     limit: Annotated[int | None, typer.Option(min=1)] = None,
@@ -47,33 +48,34 @@ def evaluate(
 ) -> None:
     """Run the agent over a dataset against live policy and search servers; exit 1 when every episode failed."""
     raise typer.Exit(_run(dataset=dataset, out=out, summary_path=summary, base_url=base_url, search_url=search_url,
-                          model=model, api_key=api_key, max_turns=max_turns, concurrency=concurrency, limit=limit,
-                          shuffle=shuffle, seed=seed, k=k, judge_url=judge_url, judge_model=judge_model,
+                          model=model, api_key=api_key, agent=agent, max_turns=max_turns, concurrency=concurrency,
+                          limit=limit, shuffle=shuffle, seed=seed, k=k, judge_url=judge_url, judge_model=judge_model,
                           judge_api_key=judge_api_key, episode_timeout=episode_timeout, retry_errors=retry_errors,
                           save_trajectories=save_trajectories, progress=not no_progress))
 
 
 def _run(*, dataset: Path, out: Path, summary_path: Path | None, base_url: str | None, search_url: str | None,
-         model: str | None, api_key: str | None, max_turns: int, concurrency: int, limit: int | None,
+         model: str | None, api_key: str | None, agent: str, max_turns: int, concurrency: int, limit: int | None,
          shuffle: bool, seed: int, k: int, judge_url: str | None, judge_model: str | None,
          judge_api_key: str | None, episode_timeout: float | None, retry_errors: bool, save_trajectories: bool,
          progress: bool) -> int:
+    from vrag_rl.agent.plugins import UnknownAgentError, agent_plugin
     from vrag_rl.evaluation.runner import run_evaluation
     from vrag_rl.scoring.judge import LLMJudge
     from vrag_rl.scoring.qa_dataset import load_dataset
 
     try:
+        plugin = agent_plugin(agent)
         examples = load_dataset(dataset, limit=limit, shuffle=shuffle, seed=seed)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, UnknownAgentError) as exc:
         print(f"vrag-eval: {exc}", file=sys.stderr)
         return 2
 
-    from vrag_rl import VRAG  # heavy (torch, transformers): only once the arguments are known good
-
+    agent_class = plugin.load("agent")  # heavy (torch, transformers): only once the arguments are known good
     # Unset options are left out so the agent's own defaults apply.
     options = {"base_url": base_url, "search_url": search_url, "model": model,
                "api_key": api_key}
-    agent = VRAG(**{key: value for key, value in options.items() if value is not None}, max_turns=max_turns)
+    runner = agent_class(**{key: value for key, value in options.items() if value is not None}, max_turns=max_turns)
 
     judge = None
     if judge_url:
@@ -83,7 +85,7 @@ def _run(*, dataset: Path, out: Path, summary_path: Path | None, base_url: str |
             return 2
         judge = LLMJudge(judge_url, judge_model, api_key=judge_api_key or api_key)
 
-    summary = run_evaluation(agent, examples, concurrency=concurrency, judge=judge, out_path=out,
+    summary = run_evaluation(runner, examples, concurrency=concurrency, judge=judge, out_path=out,
                              progress=progress, k=k, episode_timeout=episode_timeout,
                              save_trajectories=save_trajectories, retry_errors=retry_errors)
     print(summary.format_table())

@@ -22,10 +22,9 @@ No word lists, thresholds or rules fitted to a document set: the cues are the qu
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from search_engine.lexical import has_cjk
 from search_engine.page_layout import Box, PageLayout, Region
 from vrag_rl.reader import charts, figures, lists, spans, tables
 from vrag_rl.reader.geometry import intersects, union
@@ -39,7 +38,8 @@ from vrag_rl.reader.question import (
     which_head,
 )
 from vrag_rl.reader.relevance import MIN_COVERAGE, Embedder, TermWeights, terms_of
-from vrag_rl.reader.terms import CJK_RUN, content_terms, fold, fuzzy_in, words_of
+from vrag_rl.reader.rewrite import folded, joined
+from vrag_rl.reader.terms import CJK_RUN, content_terms, fuzzy_in
 from vrag_rl.reader.values import number_of
 
 TEXT_KINDS = ("text", "heading", "list", "caption")
@@ -94,7 +94,7 @@ class Reader:
 
     def rank(self, question: str, layout: PageLayout, within: Box | None = None, context: str = "") -> list[Reading]:
         """Every candidate answer that fits the question's form, best first (supported or not)."""
-        layout = _joined(_folded(layout))
+        layout = joined(folded(layout))
         names = " ".join(r.text for r in layout.regions if r.kind in ("heading", "header", "footer", "caption"))
         names += " " + " ".join(r.caption for r in layout.regions if r.caption)
         form = question_form(question, names)
@@ -376,65 +376,6 @@ def _cover(layout: PageLayout) -> list[Region]:
                 or len(spans.sentences_of(text)) > 1):
             return []
     return lines
-
-
-def _folded(layout: PageLayout) -> PageLayout:
-    """The layout with typographic ligatures written out (`terms.fold`) in every text it holds, so that
-    the page's "ﬂowering" is the question's "flowering" and an answer quotes plain letters."""
-    def has(text: str) -> bool:
-        return fold(text) != text
-
-    if not any(has(r.text) or has(r.caption) or any(has(c.text) for c in r.cells)
-               or any(has(lb.text) for lb in r.labels) for r in layout.regions):
-        return layout
-    regions = [replace(r, text=fold(r.text), caption=fold(r.caption),
-                       cells=[replace(c, text=fold(c.text)) for c in r.cells],
-                       labels=[replace(lb, text=fold(lb.text)) for lb in r.labels]) for r in layout.regions]
-    return replace(layout, regions=regions)
-
-
-_OPEN_ENDS = spans.FUNCTION_WORDS  # words a sentence does not end on
-_CJK_STOP = "。！？；：.!?;:"
-
-
-def _continues(previous: Region, following: Region) -> bool:
-    """Whether `following` is the rest of `previous`'s sentence, cut into a region of its own by the text
-    layer (a slide's wrapped bullet, a CJK line that the layout made a region, a URL set on its own line
-    after "from"): the first stops where no sentence stops — on a comma or a function word, or mid-way
-    through CJK text — and the second lies right below it."""
-    if previous.kind not in ("text", "list") or following.kind not in ("text", "list"):
-        return False
-    a, b = previous.text.rstrip(), following.text.lstrip()
-    if not a or not b:
-        return False
-    px1, py1, px2, py2 = previous.box
-    fx1, fy1, fx2, fy2 = following.box
-    line = max(1.0, fy2 - fy1)
-    if fy1 < py1 or fy1 - py2 > line or min(px2, fx2) <= max(px1, fx1):
-        return False  # not right below it, or not under it
-    if fx1 < px1 - line or px2 < fx2 - line:
-        return False  # a wrapped line starts no further left and the line it wraps from reaches as far right
-    if has_cjk(a[-1]) and has_cjk(b[0]):
-        return a[-1] not in _CJK_STOP
-    words = words_of(a[-40:])
-    first = words_of(b[:40])
-    return (a[-1] in ",，、-–" or (bool(words) and a[-1].isalnum() and words[-1] in _OPEN_ENDS)
-            or (bool(first) and b[0].islower() and first[0] in _OPEN_ENDS and a[-1].isalnum()))
-
-
-def _joined(layout: PageLayout) -> PageLayout:
-    """The layout with each region that continues the sentence of the one before it (`_continues`)
-    joined to it: one region, one box, the sentence whole."""
-    regions: list[Region] = []
-    for region in layout.regions:
-        if regions and _continues(regions[-1], region):
-            last = regions[-1]
-            joiner = "" if has_cjk(last.text.rstrip()[-1:]) and has_cjk(region.text.lstrip()[:1]) else " "
-            regions[-1] = replace(last, text=last.text.rstrip() + joiner + region.text.lstrip(),
-                                  box=union([last.box, region.box]))
-        else:
-            regions.append(region)
-    return layout if len(regions) == len(layout.regions) else replace(layout, regions=regions)
 
 
 _LEAD_IN_END = ":："

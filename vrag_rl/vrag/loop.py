@@ -21,7 +21,6 @@ from typing import Any
 from PIL import Image
 
 from search_engine.client import SearchClient, SearchError, SearchResultPage
-from vrag_rl.agent.actions import parse_reply
 from vrag_rl.agent.engine import EpisodeEngine, TurnOutcome
 from vrag_rl.agent.events import (
     AgentEvent,
@@ -37,6 +36,7 @@ from vrag_rl.agent.images import map_bbox_to_page
 from vrag_rl.agent.page_images import PageImageStore
 from vrag_rl.agent.policy import Policy, image_part, text_part
 from vrag_rl.agent.result import TurnRecord
+from vrag_rl.vrag.actions import parse_reply
 from vrag_rl.vrag.config import AgentConfig
 from vrag_rl.vrag.prompts import Prompts
 from vrag_rl.vrag.result import EpisodeResult

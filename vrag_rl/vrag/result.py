@@ -23,11 +23,6 @@ class EpisodeResult(EpisodeResultBase):
         return cls(episode_id=episode_id, question=question if isinstance(question, str) else repr(question),
                    answer=None, status="failed", events=[], turns=0, elapsed_s=0.0, error=error)
 
-    @property
-    def retrieved_page_ids(self) -> list[str]:
-        """Pages the agent looked at, in first-seen order (what retrieval metrics score)."""
-        return [e["page_id"] for e in self.evidence]
-
     def to_dict(self) -> dict[str, Any]:
         return {**self.base_dict(), "retrieved_page_ids": self.retrieved_page_ids,
                 "step_graph": self.step_graph.to_dict(), "images": [i.to_dict() for i in self.images],

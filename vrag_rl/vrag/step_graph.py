@@ -6,11 +6,9 @@ graph is its step graph already; this module is the VRAG rule that derives one f
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from vrag_rl.agent.step_graph import ROOT_ID, StepGraph, StepNode
-
-VRAG_ACTIONS = frozenset({"search", "crop", "answer", "invalid"})  # what a VRAG turn record's action can be
 
 
 class TurnLike(Protocol):
@@ -28,12 +26,6 @@ class TurnLike(Protocol):
 
     @property
     def crop_source_image_id(self) -> str | None: ...
-
-
-def is_vrag_episode(turns: Sequence[Any]) -> bool:
-    """True when the turn records are the VRAG agent's (its actions only, no tool calls): other agents
-    (VimRAG's memory graph) hand over their own graph, which `vrag_step_graph` must not replace."""
-    return all(t.action in VRAG_ACTIONS and not getattr(t, "tool_calls", None) for t in turns)
 
 
 def vrag_step_graph(turns: Sequence[TurnLike], image_pages: Mapping[str, str]) -> StepGraph:

@@ -18,12 +18,12 @@ from vrag_rl.agent.plugins import stand_in_plugins
 if TYPE_CHECKING:
     from vrag_rl.serving.policy_server.app import Backend
 
-BUILT_IN_BACKENDS = ("transformers", "scripted", "rule-based")
+BUILT_IN_BACKENDS = ("transformers", "scripted")
 
 
 def backend_names() -> tuple[str, ...]:
     """The backends `serve` can run: the built-in ones and the installed agent plugins' CPU stand-ins
-    (`vimrag-rule-based` from VimRAG; see `vrag_rl.agent.plugins`)."""
+    (`rule-based`, `vimrag-rule-based`; see `vrag_rl.agent.plugins`)."""
     return BUILT_IN_BACKENDS + tuple(sorted(stand_in_plugins()))
 
 
@@ -78,16 +78,9 @@ def build_app(options: ServeOptions):
         except ValueError as exc:
             raise SystemExit(f"vrag-policy: {exc}") from None
         name = options.served_model_name or "scripted"
-    elif options.backend in stand_in_plugins():  # an agent plugin's stand-in, e.g. VimRAG's tool protocol
-        plugin = stand_in_plugins()[options.backend]
-        assert plugin.stand_in_backend is not None and plugin.stand_in is not None
-        backend = plugin.stand_in_backend(search_url=options.search_url)
-        name = options.served_model_name or plugin.stand_in
-    elif options.backend == "rule-based":
-        from vrag_rl.serving.policy_server.rule_based import RuleBasedBackend
-
-        backend = RuleBasedBackend(search_url=options.search_url)
-        name = options.served_model_name or "rule-based"
+    elif options.backend in stand_in_plugins():  # an agent plugin's CPU stand-in (`rule-based` is VRAG's)
+        backend = stand_in_plugins()[options.backend].load("stand_in_backend")(search_url=options.search_url)
+        name = options.served_model_name or options.backend
     else:
         raise SystemExit(f"vrag-policy: unknown backend {options.backend!r}; "
                          f"choose one of {', '.join(backend_names())}")
@@ -108,8 +101,8 @@ def _commands() -> None:
 def serve(
     backend: Annotated[str, typer.Option(
         callback=_known_backend,
-        help="which policy answers: transformers, scripted, rule-based, or an agent plugin's stand-in "
-             "(vimrag-rule-based)")] = "transformers",
+        help="which policy answers: transformers, scripted, or an agent plugin's CPU stand-in "
+             "(rule-based: VRAG's; vimrag-rule-based)")] = "transformers",
     model: Annotated[str | None, typer.Option(help="hub id or local folder (transformers backend)")] = None,
     script: Annotated[str | None, typer.Option(
         help="JSON/YAML file {scripts: {key: [replies]}, default: [replies]} (scripted)")] = None,

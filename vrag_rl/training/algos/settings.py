@@ -11,9 +11,8 @@ and both read them through `algorithm_settings`, so a run means the same thing o
 cluster: the same prune mask (`Trajectory.ggpo_pruned_turns`) and the same objective
 (`vrag_rl.training.algos.objective.policy_objective`, equal to verl's `ppo_loss` with the loss settings below).
 
-Old keys still load, with a `DeprecationWarning` naming the new one: `algo` (local) → `algorithm`;
-`correct_threshold` (local, top level) and `ggpo.prune_correct_threshold` (verl) →
-`ggpo.correct_threshold`.
+Keys of earlier versions (`algo`, a top-level `correct_threshold`, `ggpo.prune_correct_threshold`) are refused
+with a message naming the key that replaced them.
 
 Why the threshold defaults to 0.5: GGPO's rule is stated for a binary outcome (r ∈ {0, 1}); for a binary
 outcome (exact match, a yes/no judge) every threshold in (0, 1] gives the same mask, so the default only
@@ -25,7 +24,6 @@ cluster's value is kept, so cluster runs do not change.
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +35,9 @@ LOSS_MODE = {"grpo": "vanilla", "ggpo": "gspo"}
 LOSS_AGG_MODE = {"grpo": "token-mean", "ggpo": "seq-mean-token-mean"}
 
 _GGPO_KEYS = {"correct_threshold"}
-_DEPRECATED_GGPO_KEYS = {"prune_correct_threshold": "correct_threshold"}
+# keys of earlier versions -> the key that replaced them (refused, with the new key in the message)
+RENAMED_KEYS = {"algo": "algorithm", "correct_threshold": "ggpo.correct_threshold"}
+RENAMED_GGPO_KEYS = {"prune_correct_threshold": "correct_threshold"}
 
 
 class AlgorithmSettingsError(ValueError):
@@ -86,42 +86,23 @@ class AlgorithmSettings:
         return float(outcome) >= self.ggpo.correct_threshold
 
 
-def _deprecated(old: str, new: str, where: str) -> None:
-    warnings.warn(f"{where}{old} is deprecated; write {where}{new} (same meaning)", DeprecationWarning, stacklevel=4)
-
-
-def algorithm_settings(section: dict[str, Any], where: str = "", legacy_algo: bool = False,
-                       legacy_threshold: bool = False) -> AlgorithmSettings:
+def algorithm_settings(section: dict[str, Any], where: str = "") -> AlgorithmSettings:
     """Read `algorithm` and `ggpo` from a config mapping (the keys are removed from `section`).
 
-    `where` prefixes key names in messages (e.g. "vrag."). `legacy_algo` / `legacy_threshold` accept the
-    local trainer's old top-level `algo` / `correct_threshold` keys (with a deprecation warning).
+    `where` prefixes key names in messages (e.g. "vrag."). A key of an earlier version raises
+    `AlgorithmSettingsError` naming its replacement (a run must not silently fall back to a default).
     """
+    for old, new in RENAMED_KEYS.items():
+        if old in section:
+            raise AlgorithmSettingsError(f"{where}{old} is no longer read; write {where}{new}")
     algorithm = section.pop("algorithm", None)
-    if legacy_algo and "algo" in section:
-        old = section.pop("algo")
-        if algorithm is not None and algorithm != old:
-            raise AlgorithmSettingsError(f"{where}algo={old!r} and {where}algorithm={algorithm!r} disagree")
-        _deprecated("algo", "algorithm", where)
-        algorithm = old
     ggpo = section.pop("ggpo", None)
     ggpo = dict(ggpo or {}) if isinstance(ggpo, dict) or ggpo is None else ggpo
     if not isinstance(ggpo, dict):
         raise AlgorithmSettingsError(f"{where}ggpo must be a mapping, got {type(ggpo).__name__}")
-    for old, new in _DEPRECATED_GGPO_KEYS.items():
+    for old, new in RENAMED_GGPO_KEYS.items():
         if old in ggpo:
-            value = ggpo.pop(old)
-            if new in ggpo and ggpo[new] != value:
-                raise AlgorithmSettingsError(f"{where}ggpo.{old}={value} and {where}ggpo.{new}={ggpo[new]} disagree")
-            _deprecated(f"ggpo.{old}", f"ggpo.{new}", where)
-            ggpo[new] = value
-    if legacy_threshold and "correct_threshold" in section:
-        value = section.pop("correct_threshold")
-        if "correct_threshold" in ggpo and ggpo["correct_threshold"] != value:
-            raise AlgorithmSettingsError(f"{where}correct_threshold={value} and {where}ggpo.correct_threshold="
-                                         f"{ggpo['correct_threshold']} disagree")
-        _deprecated("correct_threshold", "ggpo.correct_threshold", where)
-        ggpo["correct_threshold"] = value
+            raise AlgorithmSettingsError(f"{where}ggpo.{old} is no longer read; write {where}ggpo.{new}")
     extra = sorted(set(ggpo) - _GGPO_KEYS)
     if extra:
         raise AlgorithmSettingsError(f"{where}ggpo: unknown key(s) {extra}; allowed: {sorted(_GGPO_KEYS)}")

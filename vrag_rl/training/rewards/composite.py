@@ -1,7 +1,7 @@
 """The composite reward: R = w_o·outcome + w_f·format + w_r·retrieval, and 0 when the format fails.
 
 Upstream VRAG-RL's training reward with its defaults (0.7 judge + 0.1 format + 0.2 NDCG; zero, and
-no judge call, when the format check fails), computed from the `EpisodeResult` alone:
+no judge call, when the format check fails), computed from the episode result alone:
 - outcome on the episode's parsed answer (the last model turn's `<answer>`), never on text found
   by `rfind` over a response that includes observations (upstream could hand the judge the example
   answer from its own invalid-action feedback);
@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from vrag_rl.agent.result import EpisodeResultBase
 from vrag_rl.scoring.judge import LLMJudge
 from vrag_rl.training.rewards.format import format_score
 from vrag_rl.training.rewards.outcome import JudgeConfig, judge_for, outcome_score, rule_outcome
 from vrag_rl.training.rewards.retrieval import retrieval_ndcg
-from vrag_rl.vrag.result import EpisodeResult
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class RewardBreakdown:
         return asdict(self)
 
 
-async def score_episode(result: EpisodeResult, reference: RewardReference, config: RewardConfig,
+async def score_episode(result: EpisodeResultBase, reference: RewardReference, config: RewardConfig,
                         judge: LLMJudge | None = None) -> RewardBreakdown:
     """Score one episode. `judge` overrides the one `config.judge` describes (shared per event loop)."""
     fmt = format_score(result.turn_records, require_search=config.format_requires_search)

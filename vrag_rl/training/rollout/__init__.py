@@ -1,9 +1,9 @@
-"""Many episodes at once → trajectories (tokens, masks, logprobs, images, turn records, step graph).
+"""Episodes as training data: the rollout task, the seed rule and the token trajectory every trainer reads.
 
-The same code feeds the local trainer (`vrag_rl.training.train`) and the verl agent loop: it drives the one
-agent loop (`vrag_rl.vrag.loop.Episode`) with a `TokenRecordingPolicy` per episode.
+Each agent records its own episodes (`AgentPlugin.rollout`, found by name in `vrag_rl.agent.plugins`) into
+these types; the local trainer and the verl agent loops read them and nothing agent-specific.
 """
-from vrag_rl.training.rollout.runner import RolloutTask, rollout_batch, rollout_group
+from vrag_rl.training.rollout.task import RolloutTask, episode_seed
 from vrag_rl.training.rollout.trajectory import Trajectory, model_inputs
 
-__all__ = ["RolloutTask", "Trajectory", "model_inputs", "rollout_batch", "rollout_group"]
+__all__ = ["RolloutTask", "Trajectory", "episode_seed", "model_inputs"]

@@ -1,7 +1,8 @@
 """`python -m vrag_rl.training.train CONFIG.yaml [key=value ...]`: run the local trainer from a YAML run config.
 
 Top-level keys can be overridden on the command line (`steps=100 output_dir=runs/x`; values are
-parsed as YAML). The search server named by `search_url` must be running. Re-running the same
+parsed as YAML). `agent_type` picks the agent plugin, whose trainer runs. The search server named by
+`search_url` must be running. Re-running the same
 command resumes from the latest checkpoint in `output_dir`.
 """
 from __future__ import annotations
@@ -25,11 +26,10 @@ def main(argv: list[str] | None = None) -> int:
         overrides[key] = yaml.safe_load(value)
     from vrag_rl.training.train.config import load_config
     from vrag_rl.training.train.metrics import plot_runs
-    from vrag_rl.training.train.trainer import LocalTrainer
 
     try:
         config = load_config(args[0], **overrides)
-        trainer = LocalTrainer(config)
+        trainer = config.plugin().load("trainer")(config)  # the agent's trainer (agent_type names its plugin)
     except (OSError, ValueError, TypeError) as exc:
         print(f"vrag_rl.training.train: {exc}", file=sys.stderr)
         return 2

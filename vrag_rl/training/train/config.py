@@ -5,8 +5,7 @@ the agent (`AgentConfig` fields), the prompts, the reward (`RewardConfig`), the 
 optimiser. Unknown keys are an error (a typo must not silently fall back to a default).
 
 The algorithm keys are the same as in the verl plugin's `vrag:` section (`algorithm: grpo | ggpo`,
-`ggpo.correct_threshold`), read by the same function (`vrag_rl.training.algos.settings.algorithm_settings`);
-the old `algo` and top-level `correct_threshold` keys still load, with a deprecation warning.
+`ggpo.correct_threshold`), read by the same function (`vrag_rl.training.algos.settings.algorithm_settings`).
 """
 from __future__ import annotations
 
@@ -16,11 +15,9 @@ from typing import Any
 
 import yaml
 
-from vrag_rl.agent.plugins import agent_plugin
+from vrag_rl.agent.plugins import AgentPlugin, agent_plugin
 from vrag_rl.training.algos.settings import AlgorithmSettings, GGPOSettings, algorithm_settings
 from vrag_rl.training.rewards import RewardConfig
-from vrag_rl.vrag.config import AgentConfig
-from vrag_rl.vrag.prompts import Prompts
 
 
 @dataclass
@@ -68,11 +65,11 @@ class TrainConfig:
     freeze_vision: bool = True  # train the language model only (the paper's SFT froze vision tower + projector)
     lora: LoraConfig | None = None
     sft: SFTConfig = field(default_factory=SFTConfig)
-    agent: dict[str, Any] = field(default_factory=dict)  # AgentConfig fields
-    prompts: dict[str, Any] = field(default_factory=dict)  # Prompts fields
+    agent: dict[str, Any] = field(default_factory=dict)  # the agent plugin's config_type fields
+    prompts: dict[str, Any] = field(default_factory=dict)  # the agent plugin's prompts_type fields
     reward: dict[str, Any] = field(default_factory=dict)  # RewardConfig fields
-    agent_type: str = "vrag"  # "vrag" (Episode, AgentConfig) | "vimrag" (VimEpisode, VimRAGConfig; vimrag_trainer)
-    vimrag: dict[str, Any] = field(default_factory=dict)  # VimRAGTrainingSettings fields (agent_type vimrag only)
+    agent_type: str = "vrag"  # an installed agent plugin's name (vrag_rl.agent.plugins): vrag, vimrag, ...
+    agent_training: dict[str, Any] = field(default_factory=dict)  # read by the agent's trainer (its own keys)
 
     def __post_init__(self) -> None:
         if isinstance(self.ggpo, dict):
@@ -86,8 +83,7 @@ class TrainConfig:
             self.lora = LoraConfig(**self.lora)
         if isinstance(self.sft, dict):
             self.sft = SFTConfig(**self.sft)
-        if self.agent_type != "vrag":
-            agent_plugin(self.agent_type)  # UnknownAgentError (a ValueError) naming the installed agents
+        self.plugin()  # UnknownAgentError (a ValueError) naming the installed agents
         self.agent_config()  # validate early
         self.reward_config()
 
@@ -95,17 +91,17 @@ class TrainConfig:
         """The algorithm and GGPO settings, in the type the verl plugin uses too."""
         return AlgorithmSettings(self.algorithm, self.ggpo)
 
+    def plugin(self) -> AgentPlugin:
+        """The agent this run trains (`agent_type`, an installed plugin: `vrag_rl.agent.plugins`)."""
+        return agent_plugin(self.agent_type)
+
     def agent_config(self) -> Any:
-        """`AgentConfig` for VRAG, the plugin's config type for another agent (`agent_type`, e.g. VimRAG's
-        `VimRAGConfig`; see `vrag_rl.agent.plugins`)."""
-        if self.agent_type != "vrag":
-            return agent_plugin(self.agent_type).config_type(**self.agent)
-        return AgentConfig(**self.agent)
+        """The agent's settings: its plugin's config type over the `agent:` section."""
+        return self.plugin().config_type(**self.agent)
 
     def prompts_config(self) -> Any:
-        if self.agent_type != "vrag":
-            return agent_plugin(self.agent_type).prompts_type(**self.prompts)
-        return Prompts(**self.prompts)
+        """The agent's words: its plugin's prompts type over the `prompts:` section."""
+        return self.plugin().prompts_type(**self.prompts)
 
     def reward_config(self) -> RewardConfig:
         return RewardConfig.from_dict(self.reward)
@@ -120,7 +116,7 @@ def load_config(path: str | Path, **overrides: Any) -> TrainConfig:
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a run config is a YAML mapping")
     data.update({k: v for k, v in overrides.items() if v is not None})
-    settings = algorithm_settings(data, where="", legacy_algo=True, legacy_threshold=True)  # pops the keys
+    settings = algorithm_settings(data)  # pops the keys
     data.update(algorithm=settings.algorithm, ggpo=settings.ggpo)
     known = {f.name for f in fields(TrainConfig)}
     unknown = sorted(set(data) - known)

@@ -58,7 +58,7 @@ from vrag_rl.agent.page_images import PageImageStore
 from vrag_rl.agent.policies.local_transformers import LocalTransformersGenerate
 from vrag_rl.training.algos import grpo_advantages, policy_objective
 from vrag_rl.training.rewards import RewardBreakdown, score_episode
-from vrag_rl.training.rollout import Trajectory, rollout_batch
+from vrag_rl.training.rollout import Trajectory
 from vrag_rl.training.train.config import TrainConfig
 from vrag_rl.training.train.data import load_tasks, sample_batch
 from vrag_rl.training.train.forward import response_logprobs
@@ -113,6 +113,7 @@ class LocalTrainer:
         self.generate = LocalTransformersGenerate(self.model, self.processor, self.device,
                                                   stop_strings=config.stop_strings)
         self.tasks = load_tasks(config.tasks)
+        self.rollout = config.plugin().load("rollout")  # the agent's episodes as trajectories
         self.agent_config = config.agent_config()
         self.prompts = config.prompts_config()
         self.reward_config = config.reward_config()
@@ -210,13 +211,18 @@ class LocalTrainer:
         return self.agent_config.temperature if self.agent_config.temperature > 0 else 1.0
 
     # ---- RL ------------------------------------------------------------------------------------------------------
-    async def _rollouts(self, step: int) -> tuple[list[Trajectory], list[RewardBreakdown]]:
+    def rollout_options(self) -> dict[str, Any]:
+        """Keyword arguments the agent's rollout takes beyond the common ones (a trainer hook; none here)."""
+        return {}
+
+    async def _rollouts(self, step: int) -> tuple[list[Any], list[RewardBreakdown]]:
         tasks = [t.rollout_task() for t in sample_batch(self.tasks, self.config.questions_per_step, self.rng)]
         search = SearchClient(self.config.search_url)
         try:
-            trajectories = await rollout_batch(tasks, self.config.rollouts_per_question, self.processor, self.generate,
-                                               search, self.agent_config, self.prompts,
-                                               seed=self.config.seed * 1_000_003 + step, pages=self.pages)
+            trajectories = await self.rollout(tasks, self.config.rollouts_per_question, self.processor, self.generate,
+                                              search, self.agent_config, self.prompts,
+                                              seed=self.config.seed * 1_000_003 + step, pages=self.pages,
+                                              **self.rollout_options())
         finally:
             await search.aclose()
         rewards = await asyncio.gather(*(score_episode(t.result, t.extra["reference"], self.reward_config)

@@ -24,7 +24,7 @@ from vrag_rl.vrag.result import EpisodeResult
 RECORD_KEY = "vrag_episode"
 
 
-def episode_record(result: EpisodeResult, reward: dict[str, Any], judge: dict[str, Any]) -> dict[str, Any]:
+def episode_record(result: Any, reward: dict[str, Any], judge: dict[str, Any]) -> dict[str, Any]:
     """What the reward needs of an episode, JSON-ready (no pixels, no messages)."""
     return {"question": result.question, "answer": result.answer, "status": result.status,
             "turn_records": [asdict(r) for r in result.turn_records],
@@ -33,7 +33,8 @@ def episode_record(result: EpisodeResult, reward: dict[str, Any], judge: dict[st
 
 
 def episode_from_record(record: dict[str, Any]) -> EpisodeResult:
-    """The `EpisodeResult` fields `score_episode` reads, rebuilt from `episode_record`."""
+    """The `EpisodeResult` fields `score_episode` and GGPO read, rebuilt from `episode_record` (`vrag_agent`'s
+    record: only its loop leaves scoring to verl's reward workers)."""
     return EpisodeResult(episode_id="", question=record["question"], answer=record["answer"], status=record["status"],
                          evidence=[{"page_id": p} for p in record["shown_pages"]], events=[], messages=[], images=[],
                          turns=len(record["turn_records"]), elapsed_s=0.0,

@@ -7,8 +7,7 @@ ignored key: unknown keys raise, values go through `AgentConfig` / `RewardConfig
 and the settings are checked against the verl keys they must agree with.
 
 The algorithm keys (`vrag.algorithm`, `vrag.ggpo.correct_threshold`) are the local trainer's too, read
-by the same `vrag_rl.training.algos.settings.algorithm_settings` into the same `AlgorithmSettings`; the old
-`vrag.ggpo.prune_correct_threshold` still loads, with a deprecation warning.
+by the same `vrag_rl.training.algos.settings.algorithm_settings` into the same `AlgorithmSettings`.
 """
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ from typing import Any
 from vrag_rl.training.algos.settings import ALGORITHMS, AlgorithmSettings, AlgorithmSettingsError, algorithm_settings
 from vrag_rl.vrag.config import AgentConfig
 
-__all__ = ["ALGORITHMS", "JudgeSettings", "PluginSettings", "PluginSettingsError", "SearchSettings",
+__all__ = ["ALGORITHMS", "JudgeSettings", "PluginSettings", "PluginSettingsError", "SearchSettings", "plain_config",
            "build_reward_config", "plugin_settings"]
 _TOP_KEYS = {"algorithm", "score_in_loop", "search", "agent", "reward", "judge", "ggpo", "suppress_vision_tokens"}
 _SEARCH_KEYS = {"url", "api_key", "timeout_s", "retries"}
@@ -87,7 +86,8 @@ def build_reward_config(reward: dict[str, Any], judge: JudgeSettings | dict[str,
     return RewardConfig(**reward, judge=judge_config)
 
 
-def _plain(node: Any) -> Any:
+def plain_config(node: Any) -> Any:
+    """A verl config (OmegaConf) as plain dicts and lists, interpolations resolved; anything else as it is."""
     try:
         from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -106,7 +106,7 @@ def _unknown(section: str, given: dict[str, Any], allowed: set[str]) -> None:
 
 def plugin_settings(config: Any) -> PluginSettings:
     """Read and validate `config.vrag` (a verl trainer config, DictConfig or dict)."""
-    root = _plain(config)
+    root = plain_config(config)
     vrag = root.get("vrag") if isinstance(root, dict) else None
     if not isinstance(vrag, dict):
         raise PluginSettingsError("the trainer config has no `vrag:` section; start from configs/verl/*.yaml")

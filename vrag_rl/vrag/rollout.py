@@ -1,4 +1,5 @@
-"""Run n rollouts per question concurrently through the shared `Episode` loop.
+"""The VRAG agent as a rollout environment: n episodes per question, concurrently, each recorded as one
+token trajectory (`AgentPlugin.rollout` of the `vrag` plugin).
 
 Every episode gets its own `TokenRecordingPolicy` (it holds that episode's token record) over one
 shared `GenerateFn` (the in-process model here, verl's server manager in the verl plugin), and its
@@ -8,32 +9,18 @@ whatever order the concurrent episodes happen to reach the model in.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from search_engine.client import SearchClient
 from vrag_rl.agent.page_images import PageImageStore
 from vrag_rl.agent.policies.token_recorder import GenerateFn, TokenRecordingPolicy
+from vrag_rl.training.rollout.task import RolloutTask, episode_seed
 from vrag_rl.training.rollout.trajectory import Trajectory
 from vrag_rl.vrag.config import AgentConfig
 from vrag_rl.vrag.loop import Episode
 from vrag_rl.vrag.prompts import Prompts
-from vrag_rl.vrag.step_graph import is_vrag_episode, vrag_step_graph
-
-
-@dataclass(frozen=True)
-class RolloutTask:
-    """One question to roll out; `reference` is whatever the reward needs (a `RewardReference`)."""
-
-    group_id: str
-    question: str
-    reference: Any = None
-
-
-def episode_seed(seed: int, group_id: str, index: int) -> int:
-    digest = hashlib.blake2b(f"{seed}:{group_id}:{index}".encode(), digest_size=4).digest()
-    return int.from_bytes(digest, "little")
+from vrag_rl.vrag.step_graph import vrag_step_graph
 
 
 async def run_one(task: RolloutTask, index: int, processor: Any, generate: GenerateFn, search: SearchClient,
@@ -46,10 +33,9 @@ async def run_one(task: RolloutTask, index: int, processor: Any, generate: Gener
     async for _event in episode.run():
         pass
     result = episode.result()
-    if is_vrag_episode(result.turn_records):
-        # the graph GGPO prunes on: answer edges to every step the model could have read (vrag_step_graph)
-        result = replace(result, step_graph=vrag_step_graph(result.turn_records,
-                                                            {ref.image_id: ref.page_id for ref in result.images}))
+    # the graph GGPO prunes on: answer edges to every step the model could have read (vrag_step_graph)
+    result = replace(result, step_graph=vrag_step_graph(result.turn_records,
+                                                        {ref.image_id: ref.page_id for ref in result.images}))
     return Trajectory(group_id=task.group_id, index=index, prompt_ids=list(recorder.prompt_ids),
                       response_ids=list(recorder.response_ids), response_mask=list(recorder.response_mask),
                       response_logprobs=list(recorder.response_logprobs), turn_spans=list(recorder.turn_spans),
