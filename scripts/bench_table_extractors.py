@@ -7,7 +7,7 @@ question's reference page, for each extractor:
 - `pymupdf-lines` / `pymupdf-text`: `Page.find_tables` with the default (ruling lines) and the "text"
   strategy (`use_layout=False`, as the engine calls it);
 - `pdfplumber-lines` / `pdfplumber-text`: `Page.find_tables` with the same two strategies;
-- `engine`: `search_engine.layout_extraction.pdf_page_layout` (PyMuPDF's ruled tables plus the engine's own
+- `engine`: `search_engine.layout.pdf.pdf_page_layout` (PyMuPDF's ruled tables plus the engine's own
   aligned-columns finder, header rows/columns marked), the tables the index stores today. Its time is
   the whole page layout (blocks, figures, tables), not tables alone.
 
@@ -36,7 +36,6 @@ import json
 import statistics
 import sys
 import time
-import unicodedata
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -45,9 +44,10 @@ from typing import Annotated, Any
 import typer
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # the engine's extractor, without installing the project into this venv
+sys.path.insert(0, str(REPO))  # the engine's extractor and the scores, without installing the project into this venv
 
 from search_engine.infra.cli_exit import exit_status  # noqa: E402
+from vrag_rl.evaluation.table_extractor_bench import Grid, check_tables  # noqa: E402
 
 QUESTION_SETS = (
     (REPO / "scripts" / "devset" / "real_docs_dev.jsonl", Path("~/.cache/vrag/dev_docs").expanduser()),
@@ -85,56 +85,6 @@ KEYS: dict[str, tuple[str | None, str | None]] = {
     "sl066": ("delta", None),
     "sl067": ("白色文字，红色背景", None),
 }
-
-Grid = list[list[str]]
-
-
-def compact(text: str | None) -> str:
-    """NFKC, case-folded, without whitespace: text layers split and join tokens differently."""
-    return "".join(unicodedata.normalize("NFKC", text or "").casefold().split())
-
-
-def holds(cell: str, ref: str) -> bool:
-    """Whether a cell holds a reference string (one or two characters only as the whole cell)."""
-    c, r = compact(cell), compact(ref)
-    if not r:
-        return False
-    return c == r if len(r) <= 2 else r in c
-
-
-def clean(cell: str, ref: str) -> bool:
-    """The cell is mostly the answer: at least half its characters, not a row glued into one cell."""
-    return holds(cell, ref) and len(compact(ref)) >= 0.5 * len(compact(cell))
-
-
-@dataclass
-class Check:
-    """One question checked against one extractor's tables of its reference page."""
-
-    tables: int = 0
-    found: bool = False
-    clean: bool = False
-    row: bool | None = None
-    col: bool | None = None
-
-
-def check_tables(grids: list[Grid], refs: list[str], row_key: str | None, col_key: str | None) -> Check:
-    """Find the answer among the tables' cells and check its row and column keys (best over all hits)."""
-    found = is_clean = row_ok = col_ok = False
-    for grid in grids:
-        for r, row in enumerate(grid):
-            for c, cell in enumerate(row):
-                if not any(holds(cell, ref) for ref in refs):
-                    continue
-                found = True
-                is_clean |= any(clean(cell, ref) for ref in refs)
-                if row_key:
-                    row_ok |= any(holds(other, row_key) for k, other in enumerate(row) if k != c)
-                if col_key and sum(1 for other in row if other.strip()) > 1:  # a row glued into one cell has
-                    # no columns: its "header" above is the header row glued too
-                    col_ok |= any(c < len(above) and holds(above[c], col_key) for above in grid[:r])
-    return Check(tables=len(grids), found=found, clean=is_clean, row=row_ok if row_key else None,
-                 col=col_ok if col_key else None)
 
 
 # ------------------------------------------------------------------------------------------ extractors
@@ -175,7 +125,7 @@ def pdfplumber_extractor(strategy: str) -> Callable[[Path, int], list[Grid]]:
 def engine_extractor() -> Callable[[Path, int], list[Grid]]:
     import pymupdf
 
-    from search_engine.layout_extraction import pdf_page_layout
+    from search_engine.layout.pdf import pdf_page_layout
 
     def run(path: Path, page_number: int) -> list[Grid]:
         with pymupdf.open(path) as doc:

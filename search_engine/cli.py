@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from search_engine.settings import EngineSettings
 
 app = typer.Typer(help="VRAG search engine: ingest documents, search, and serve the index over HTTP.",
                   no_args_is_help=True, add_completion=False)
@@ -20,17 +23,14 @@ QdrantUrl = Annotated[str | None, typer.Option(
 QdrantCollection = Annotated[str, typer.Option(help="with --backend qdrant: collection name")]
 
 
-def _backend_env(backend: str | None, qdrant_url: str | None, qdrant_collection: str) -> dict:
-    """Engine options from the backend flags (also exported, so a served app reads the same config)."""
-    import os
-
+def _engine_settings(backend: str | None, qdrant_url: str | None, qdrant_collection: str) -> EngineSettings:
+    """The engine's settings: the environment's (`EngineSettings.from_env`), the backend flags over them."""
+    flags = {"VRAG_QDRANT_COLLECTION": qdrant_collection}
     if backend:
-        os.environ["VRAG_VISUAL_BACKEND"] = backend
+        flags["VRAG_VISUAL_BACKEND"] = backend
     if qdrant_url:
-        os.environ["VRAG_QDRANT_URL"] = qdrant_url
-    os.environ["VRAG_QDRANT_COLLECTION"] = qdrant_collection
-    return {"visual_backend": backend, "qdrant": {"location": qdrant_url or ":memory:",
-                                                  "collection": qdrant_collection}}
+        flags["VRAG_QDRANT_URL"] = qdrant_url
+    return EngineSettings.from_env({**os.environ, **flags})
 
 
 def _model_option(value: str | None) -> str | None:
@@ -118,7 +118,10 @@ def search(query: Annotated[list[str], typer.Argument()], index: Index, top_k: i
     """Search from the shell (prints JSON)."""
     from search_engine.engine import SearchEngine
 
-    engine = SearchEngine.load(index, device=device, **_backend_env(backend, qdrant_url, qdrant_collection))
+    settings = _engine_settings(backend, qdrant_url, qdrant_collection)
+    # the Qdrant options of a search from the shell are its flags alone (a local collection by default)
+    qdrant = {"location": qdrant_url or ":memory:", "collection": qdrant_collection}
+    engine = SearchEngine.load(index, device=device, settings=settings, qdrant=qdrant)
     results = engine.batch_search(query, top_k=top_k)
     json.dump([[h.to_dict() for h in hits] for hits in results], sys.stdout, indent=1)
     typer.echo()
@@ -170,7 +173,7 @@ def serve(index: Index, host: str = "127.0.0.1", port: int = 8002,
           qdrant_collection: QdrantCollection = "vrag_pages",
           ) -> None:
     """Serve the index over HTTP (FastAPI; docs at /docs)."""
-    _backend_env(backend, qdrant_url, qdrant_collection)
+    settings = _engine_settings(backend, qdrant_url, qdrant_collection)
     from search_engine.api import serve as run_server
 
     if not (index / "manifest.json").exists():
@@ -178,7 +181,7 @@ def serve(index: Index, host: str = "127.0.0.1", port: int = 8002,
                     err=True)
         raise typer.Exit(2)
     run_server(str(index), host=host, port=port, api_key=api_key, device=device, expose_paths=expose_paths,
-               max_body_bytes=max_body_bytes)
+               max_body_bytes=max_body_bytes, settings=settings)
 
 
 @app.command("build-fast-index")

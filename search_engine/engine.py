@@ -29,6 +29,7 @@ from search_engine.index.maxsim import MaxSimScorer
 from search_engine.lexical import BM25Channel
 from search_engine.page_layout import PageLayout
 from search_engine.regions import REGION_SUFFIX, LayoutUnavailable, RegionIndex, global_ranks, read_layout_file
+from search_engine.settings import EngineSettings
 from search_engine.types import PageRecord, SearchHit, page_image_url
 
 log = logging.getLogger(__name__)
@@ -62,27 +63,17 @@ class SearchEngine:
     def __init__(self, index_dir: str | Path, *, device: str = "auto", load_models: bool = True,
                  visual_embedder: Embedder | None = None, text_embedder: Embedder | None = None,
                  use_bm25: bool = True, rrf_k: int = RRF_K, channel_weights: dict[str, float] | None = None,
-                 visual_backend: str | None = None, fast_params: FastParams | None = None,
-                 qdrant: dict[str, Any] | None = None):
-        """`visual_backend`: "auto" (fast when the index has a fast sidecar, else exact), "exact", "fast"
-        or "qdrant" (`qdrant` = QdrantBackend options: location, collection, api_key, ...); default from
-        the `VRAG_VISUAL_BACKEND` environment variable, else "auto". Multi-vector visual channels only."""
+                 settings: EngineSettings | None = None, visual_backend: str | None = None,
+                 fast_params: FastParams | None = None, qdrant: dict[str, Any] | None = None):
+        """`settings`: the deployment's visual backend and Qdrant options (default: "auto", none; the entry
+        points pass `EngineSettings.from_env()`: this class never reads the environment). `visual_backend`
+        ("auto", "exact", "fast" or "qdrant") and `qdrant` (QdrantBackend options: location, collection,
+        api_key, ...) given here win over them. Multi-vector visual channels only."""
+        settings = settings or EngineSettings()
         self.index_dir = Path(index_dir).resolve()
-        self.visual_backend = visual_backend or os.environ.get("VRAG_VISUAL_BACKEND", "auto")
+        self.visual_backend = visual_backend or settings.visual_backend
         self.fast_params = fast_params
-        self.qdrant_options = dict(qdrant or {})
-        if not self.qdrant_options and os.environ.get("VRAG_QDRANT_URL"):
-            self.qdrant_options = {"location": os.environ["VRAG_QDRANT_URL"],
-                                   "collection": os.environ.get("VRAG_QDRANT_COLLECTION", "vrag_pages"),
-                                   "api_key": os.environ.get("VRAG_QDRANT_API_KEY") or None}
-            for key, var in (("shard_number", "VRAG_QDRANT_SHARDS"), ("replication_factor", "VRAG_QDRANT_REPLICAS"),
-                             ("pool_groups", "VRAG_QDRANT_POOL_GROUPS"), ("prefetch_limit", "VRAG_QDRANT_PREFETCH")):
-                if os.environ.get(var):
-                    self.qdrant_options[key] = int(os.environ[var])
-            if os.environ.get("VRAG_QDRANT_QUANTIZATION"):  # none | scalar | binary
-                self.qdrant_options["quantization"] = os.environ["VRAG_QDRANT_QUANTIZATION"]
-            if os.environ.get("VRAG_QDRANT_ON_DISK"):  # 1: full token matrices on disk (mmap)
-                self.qdrant_options["on_disk"] = os.environ["VRAG_QDRANT_ON_DISK"].lower() in ("1", "true", "yes")
+        self.qdrant_options = dict(qdrant or settings.qdrant_options)
         if not Manifest.exists(self.index_dir):
             raise FileNotFoundError(f"no index at {self.index_dir} (manifest.json missing); ingest documents first")
         self.device = device

@@ -3,8 +3,8 @@
 A born-digital PDF's text layer holds every word typed into the document, but not the words inside its
 pictures: a chart pasted as an image, a screenshot, a scanned diagram. Those words are often the answer
 ("which region grew most?") and the words a searcher types. `read_figures` OCRs the largest figures of a
-text-layer page that carry no text of their own (`layout_extraction.unread_figures`), crop by crop, and
-makes the lines it reads the figures' labels and text (`layout_extraction.add_figure_reading`), so the
+text-layer page that carry no text of their own (`layout.figures.unread_figures`), crop by crop, and
+makes the lines it reads the figures' labels and text (`layout.figures.add_figure_reading`), so the
 region search and the chart reader see a raster chart as they see a vector one.
 
 Cost is bounded: at most `MAX_FIGURES_READ` crops a page, each read once in one language (the page's
@@ -18,7 +18,7 @@ import re
 
 from PIL import Image
 
-from search_engine.layout_extraction import add_figure_reading, unread_figures
+from search_engine.layout.figures import add_figure_reading, unread_figures
 from search_engine.page_layout import PageLayout
 from search_engine.text_extraction import SPARSE_TEXT, installed_ocr_langs, ocr_lines
 

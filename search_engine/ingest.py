@@ -232,7 +232,8 @@ class Ingestor:
 
     def _upgrade_documents(self, manifest: Manifest, embedders: dict[str, Embedder | None]) -> int:
         """Give every document without a layout segment its layouts (see `upgrade`); call under the lock."""
-        from search_engine.layout_extraction import empty_layout, layout_from_ocr_lines
+        from search_engine.layout.compose import empty_layout
+        from search_engine.layout.ocr import layout_from_ocr_lines
         from search_engine.text_extraction import ocr_reading
 
         upgraded = 0
@@ -520,7 +521,7 @@ class Ingestor:
 
     def _write_layouts(self, doc_id: str, sha1: str, layouts: list[dict[str, Any]], title: str) -> dict[str, Any]:
         """The document's page layouts as one JSON line per page (atomic, like the segments); `title` is
-        what its regions' search text starts with (`layout_extraction.region_search_texts`)."""
+        what its regions' search text starts with (`layout.search_texts.region_search_texts`)."""
         rel = Path(LAYOUT_DIR) / f"{doc_id}.{sha1[:12]}.jsonl"
         atomic_write_bytes(self.index_dir / rel, b"".join(_json_bytes(layout).tobytes() + b"\n" for layout in layouts))
         return {"file": rel.as_posix(), "version": LAYOUT_FORMAT_VERSION, "pages": len(layouts), "title": title}
@@ -580,8 +581,10 @@ def title_from_file_name(path: Path) -> str:
 
 
 def _document_context(path: Path) -> tuple[frozenset[str], str]:
-    """A PDF's running headers/footers and its title (see search_engine.layout_extraction)."""
-    from search_engine.layout_extraction import document_title, running_texts
+    """A PDF's running headers/footers (`layout.margins.running_texts`) and its title
+    (`layout.text_layer.document_title`)."""
+    from search_engine.layout.margins import running_texts
+    from search_engine.layout.text_layer import document_title
 
     try:
         with _open_pdf(path) as pdf:
@@ -607,7 +610,9 @@ def _page_layout(pdf: Any, page_number: int, page_id: str, size: tuple[int, int]
                  reading: list | None, running: frozenset[str]) -> PageLayout:
     """The page's layout from what ingestion already read: the PDF's text layer, else the OCR reading;
     a page it cannot read fails alone (logged), with an empty layout, never its document."""
-    from search_engine.layout_extraction import empty_layout, layout_from_ocr_lines, pdf_page_layout
+    from search_engine.layout.compose import empty_layout
+    from search_engine.layout.ocr import layout_from_ocr_lines
+    from search_engine.layout.pdf import pdf_page_layout
 
     try:
         if reading:
@@ -629,7 +634,7 @@ def _region_arrays(embedder: Embedder, layouts: list[PageLayout], title: str = "
 def _embed_regions(embedder: Embedder, layouts: list[PageLayout], title: str) -> tuple[np.ndarray, np.ndarray,
                                                                                          list[list[str]]]:
     """(float32 vectors, one row per region; rows per page; each page's region search texts)."""
-    from search_engine.layout_extraction import region_search_texts
+    from search_engine.layout.search_texts import region_search_texts
 
     per_page = [region_search_texts(layout, title, title_once=True) for layout in layouts]
     texts = [t for page in per_page for t in page]

@@ -3,7 +3,7 @@
 Why: a page's text vector is the mean of its windows and its BM25 score is diluted by its length, so a
 short answer on a long page about six subjects ranks below a short page about the question's subject.
 Scoring regions (paragraphs, table cells' rows, figure labels, each with its section heading and
-caption, see `layout_extraction.region_search_texts`) finds the paragraph; the page then ranks by
+caption, see `layout.search_texts.region_search_texts`) finds the paragraph; the page then ranks by
 its best region too.
 
 How a page's score combines page and regions (see `SearchEngine._rank`): each text channel (MiniLM,
@@ -32,7 +32,7 @@ import numpy as np
 
 from search_engine.index.dense import DenseChannel
 from search_engine.index.manifest import Manifest
-from search_engine.layout_extraction import SEARCHED_KINDS, region_search_texts, snippet
+from search_engine.layout.search_texts import SEARCHED_KINDS, region_search_texts, snippet
 from search_engine.lexical import BM25Channel
 from search_engine.page_layout import PageLayout, RegionHit
 

@@ -153,7 +153,7 @@ def ocr_image(image: Image.Image, lang: str | None = None) -> str:
 def ocr_reading(image: Image.Image, lang: str | None = None) -> list[OcrLine]:
     """One OCR pass: the lines in tesseract's reading order (block by block), each with its block and
     paragraph number and its words' boxes — enough for both the page text (`ocr_text`) and the page
-    layout (`search_engine.layout_extraction.layout_from_ocr_lines`), so ingestion reads a page once."""
+    layout (`search_engine.layout.ocr.layout_from_ocr_lines`), so ingestion reads a page once."""
     return _ocr(image, lang)
 
 

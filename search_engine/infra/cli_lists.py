@@ -2,7 +2,7 @@
 
 Click options take a fixed number of values; a list option is repeated (`--methods a --methods b`). The
 benchmark scripts were argparse programs with `nargs="+"` options, and their documented command lines
-(README.md, docs/scale.md) write `--methods a b c`. `spread_values` rewrites such a command line into the
+(docs/benchmarks.md, docs/scale.md) write `--methods a b c`. `spread_values` rewrites such a command line into the
 repeated form before click parses it, so both spellings mean the same; `command_spreading` makes a typer
 command class that does it, for `@app.command(cls=...)`.
 

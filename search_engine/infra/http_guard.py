@@ -31,6 +31,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, Field, StrictInt
 from starlette.datastructures import MutableHeaders
 from starlette.responses import JSONResponse
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
@@ -167,7 +168,8 @@ class AllowHeaderMiddleware:
 
     Starlette answers a method that no route at the path serves with the first matching route's
     methods only; with `POST /search` and `GET /search` as two routes, `OPTIONS /search` said
-    `Allow: POST`. The routes are read from `scope["app"]` (the FastAPI app, set before middleware runs).
+    `Allow: POST`. The routes are read from `scope["app"]` (the FastAPI app, set before middleware runs),
+    and asked which methods they serve at the path, so routes of included routers count too.
     """
 
     def __init__(self, app: ASGIApp):
@@ -189,15 +191,16 @@ class AllowHeaderMiddleware:
         await self.app(scope, receive, send_with_allow)
 
 
+_HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
 def _methods_at(scope: Scope) -> set[str]:
+    """The methods some route serves at the request's path. Each route is asked through Starlette's
+    `matches` (a recent FastAPI keeps an included router as one route, not as copies of its routes)."""
     router = getattr(scope.get("app"), "router", None)
-    methods: set[str] = set()
-    path = scope.get("path", "")
-    for route in getattr(router, "routes", ()):
-        regex, route_methods = getattr(route, "path_regex", None), getattr(route, "methods", None)
-        if regex is not None and route_methods and regex.match(path):
-            methods |= set(route_methods)
-    return methods
+    routes = getattr(router, "routes", ())
+    return {method for method in _HTTP_METHODS
+            if any(route.matches({**scope, "method": method})[0] == Match.FULL for route in routes)}
 
 
 class BodyLimitMiddleware:

@@ -5,7 +5,8 @@ import pytest
 from PIL import Image
 
 from search_engine.figure_ocr import MAX_FIGURES_READ, figure_lang, read_figures
-from search_engine.layout_extraction import pdf_document_layouts, unread_figures
+from search_engine.layout.figures import unread_figures
+from search_engine.layout.pdf import pdf_document_layouts
 from testkit.raster_chart_pdf import CAPTION, CATEGORIES, build_raster_chart_pdf
 
 pytest.importorskip("pytesseract")

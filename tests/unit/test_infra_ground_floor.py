@@ -47,7 +47,6 @@ def test_loading_it_loads_no_other_room(module):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     loaded = json.loads(out.stdout)
-    # the package's own __init__ (it installs the torchvision hook from the floor) is allowed, and the shim's
-    # old paths (the same module object, imported by venvs' .pth files at start-up); nothing else
-    allowed = {"search_engine", "search_engine.infra", "search_engine.compat", "search_engine._compat"}
+    # the package's own __init__ (it installs the torchvision hook from the floor) is allowed; nothing else
+    allowed = {"search_engine", "search_engine.infra"}
     assert set(loaded) <= allowed | {f"search_engine.infra.{name}" for name in MODULES}, loaded

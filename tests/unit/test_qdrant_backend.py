@@ -15,6 +15,7 @@ from search_engine.backends.qdrant import QdrantBackend, point_id  # noqa: E402
 from search_engine.engine import SearchEngine  # noqa: E402
 from search_engine.index.manifest import Manifest  # noqa: E402
 from search_engine.ingest import Ingestor  # noqa: E402
+from search_engine.settings import EngineSettings  # noqa: E402
 from testkit.patch_embedder import PatchEmbedder, draw_page  # noqa: E402
 
 
@@ -185,7 +186,8 @@ def test_cluster_settings_come_from_the_environment(tmp_path, monkeypatch):
                        ("VRAG_QDRANT_PREFETCH", "50"), ("VRAG_QDRANT_QUANTIZATION", "scalar"),
                        ("VRAG_QDRANT_ON_DISK", "1")):
         monkeypatch.setenv(var, value)
-    engine = SearchEngine(index, visual_backend="qdrant", visual_embedder=PatchEmbedder(), use_bm25=False)
+    engine = SearchEngine(index, settings=EngineSettings.from_env(), visual_backend="qdrant",
+                          visual_embedder=PatchEmbedder(), use_bm25=False)
     backend = engine._state.channels["visual"]
     settings = (backend.pool_groups, backend.prefetch_limit, backend.quantization, backend.on_disk)
     assert settings == (8, 50, "scalar", True)

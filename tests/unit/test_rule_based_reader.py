@@ -309,7 +309,7 @@ def test_unseen_page_says_not_found_for_what_it_does_not_say(reader):
 def report_layouts(tmp_path_factory):
     import pymupdf
 
-    from search_engine.layout_extraction import pdf_document_layouts
+    from search_engine.layout.pdf import pdf_document_layouts
     from testkit.structured_pdf import build_structured_pdf
 
     pdf = build_structured_pdf(tmp_path_factory.mktemp("pdf") / "harbour.pdf")
@@ -362,7 +362,7 @@ def test_layouts_from_the_search_server(text_search_server):
 
 @pytest.fixture(scope="module")
 def chart_layout(tmp_path_factory):
-    from search_engine.layout_extraction import pdf_document_layouts
+    from search_engine.layout.pdf import pdf_document_layouts
     from testkit.structured_pdf import build_chart_pdf
 
     path = build_chart_pdf(tmp_path_factory.mktemp("charts") / "charts.pdf")

@@ -23,7 +23,7 @@ def test_importing_ingestion_leaves_the_process_openmp_alone():
     env = {key: value for key, value in os.environ.items() if key != "OMP_THREAD_LIMIT"}
     code = textwrap.dedent("""
         import os
-        import search_engine.ingest, search_engine.text_extraction, search_engine.layout_extraction
+        import search_engine.ingest, search_engine.text_extraction, search_engine.layout.pdf, search_engine.layout.ocr
         print(os.environ.get("OMP_THREAD_LIMIT", "unset"))
     """)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)

@@ -4,7 +4,7 @@ With the search server's URL (the demo passes it; `--search-url` / env `VRAG_SEA
 built at ingestion is fetched by page id (`SearchClient.page_layout`): a born-digital PDF's exact text
 layer, tables with their cells. Without it, or when the fetch fails or the page has no structure, the
 image itself is OCR'd — at its size and enlarged (small print reads only then), keeping the reading
-with more confidently read text — and laid out by `search_engine.layout_extraction`. Either way the
+with more confidently read text — and laid out by `search_engine.layout.ocr`. Either way the
 boxes come back in the pixels of the image the reader was shown (`geometry.Frame`).
 
 Layouts are cached (by page id, and by image content for OCR): the reader reads the same page again on
@@ -141,7 +141,7 @@ class PageLayouts:
         cached = self._ocr.get(key)
         if cached is not None:
             return cached
-        from search_engine.layout_extraction import layout_from_ocr_lines
+        from search_engine.layout.ocr import layout_from_ocr_lines
         from search_engine.text_extraction import ocr_lines
 
         readings = [ocr_lines(image, self.lang)]

@@ -1,15 +1,13 @@
-"""Page structure from a real PDF's text layer and from OCR of a scanned page (search_engine.layout_extraction)."""
+"""Page structure from a real PDF's text layer and from OCR of a scanned page (search_engine.layout)."""
 from __future__ import annotations
 
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
-from search_engine.layout_extraction import (
-    layout_from_ocr_lines,
-    pdf_document_layouts,
-    region_search_texts,
-    running_key,
-)
+from search_engine.layout.margins import running_key
+from search_engine.layout.ocr import layout_from_ocr_lines
+from search_engine.layout.pdf import pdf_document_layouts
+from search_engine.layout.search_texts import region_search_texts
 from search_engine.page_layout import PageLayout
 from testkit import structured_pdf as spdf
 
@@ -196,7 +194,7 @@ def test_layouts_stored_before_labels_still_load(layouts):
     assert [r.text for r in old.regions] == [r.text for r in layouts[2].regions]
 
 
-@pytest.mark.parametrize(("text", "is_caption"), [
+@pytest.mark.parametrize(("text", "expected"), [
     ("Figure 3: Revenue by segment", True), ("Fig. 2. Layout of the plant", True), ("Table IV Results", True),
     ("Table A.1: Mirrors in mainland China", True), ("Figure 11-5: Simple bar chart", True), ("图 1 收入构成", True),
     ("表2：主要指标", True), ("Table 3 Results of the survey", True), ("Figure 3\nMonthly sales", True),
@@ -204,14 +202,14 @@ def test_layouts_stored_before_labels_still_load(layouts):
     ("Dove 5.4", False), ("Jan 30", False), ("Car 25 Bicycle 12", False), ("Revenue 2023: 41", False),
     ("Q3 Results", False), ("Table 2 shows the results", False), ("Figure 3", False),
 ])
-def test_caption_shape_is_not_a_table_row(text, is_caption):
-    from search_engine.layout_extraction import _is_caption
+def test_caption_shape_is_not_a_table_row(text, expected):
+    from search_engine.layout.captions import is_caption
 
-    assert _is_caption(text) is is_caption
+    assert is_caption(text) is expected
 
 
 def test_bold_title_and_header_rows_are_both_headers():
-    from search_engine.layout_extraction import _header_rows
+    from search_engine.layout.tables import _header_rows
 
     grid = [[(t, (0.0, 0.0, 1.0, 1.0)) for t in row] for row in
             [["widget parameters", "", ""], ["Parameter", "Meaning", "Default"], ["maxlen", "maximum length", "100"],

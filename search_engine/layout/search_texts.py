@@ -1,0 +1,52 @@
+"""What search reads of a layout: per region the text the search channels score it by (`region_search_texts`:
+the document's title, the section heading above it, its caption, its text), and the start of a region's text
+a hit shows (`snippet`).
+"""
+from __future__ import annotations
+
+import re
+
+from search_engine.page_layout import PageLayout
+
+# Headings are not scored on their own: their text leads every region under them (below), so the match
+# lands on the paragraph, table or figure that holds the answer rather than on its title.
+SEARCHED_KINDS = frozenset({"text", "list", "table", "figure", "caption"})
+
+
+def region_search_texts(layout: PageLayout, title: str = "", title_once: bool = False) -> list[str]:
+    """Per region (in `layout.regions` order) the text the search channels score it by: the document's
+    title, the section heading above it, its caption and its text — a paragraph alone often lacks the
+    subject its heading and its document name (DPR prepends a passage's article title for the same
+    reason). With the title on every region, a question naming the document ("... in the MNRAS guide")
+    matches all its pages alike instead of favouring its title page. `title_once`: the title leads only
+    the page's first searched region (the embedder's texts: a fifth fewer tokens, and the page vector, their
+    mean, still carries it). "" for headings (carried by the regions under them) and running
+    headers/footers, which say nothing about the page."""
+    heading = ""
+    titled = False
+    texts = []
+    for region in layout.regions:
+        if region.kind == "heading":
+            heading = region.text
+            texts.append("")
+            continue
+        if region.kind not in SEARCHED_KINDS or not (region.text.strip() or region.caption.strip()):
+            texts.append("")
+            continue
+        parts = ["" if title_once and titled else title, heading, region.caption,
+                 region.text.replace("\n", " ; ") if region.kind != "text" else region.text]
+        titled = True
+        texts.append(" ".join(p for p in parts if p).strip())
+    return texts
+
+
+SNIPPET_CHARS = 240
+
+
+def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
+    """The start of a region's text, cut at a word boundary, for a search hit."""
+    text = re.sub(r"\s+", " ", text).strip()
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0]
+    return (cut if len(cut) > limit // 2 else text[:limit]) + "…"
