@@ -115,7 +115,7 @@ def run(*, searches: int, index: str | None, page_pixels: int, total_pixels: int
         vrag_result = vrag.run(question)
         vim_policy = MeasuringPolicy(OpenAIPolicy(vim_server.url + "/v1"))
         energy = EnergyConfig(total_pixels=total_pixels, memory_top_k=memory_top_k)
-        vim = VimRAG(policy=vim_policy, search_url=search.url, max_steps=2 * searches + 2, search_top_k=1,
+        vim = VimRAG(policy=vim_policy, search_url=search.url, max_turns=2 * searches + 2, search_top_k=1,
                      observation_max_pixels=page_pixels, energy=energy)
         vim_result = vim.run(question)
     finally:

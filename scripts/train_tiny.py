@@ -17,7 +17,7 @@ What it does (every piece is the project's real code; nothing is downloaded):
    search word and answer), which the sampled reward curve, with its ±0.1 step-to-step swing, shows
    only over many steps.
 
-    python scripts/train_tiny.py --out runs/tiny               # the full run (see README for timings)
+    python scripts/train_tiny.py --out runs/tiny               # the full run (see docs/training.md for timings)
     python scripts/train_tiny.py --out /tmp/t --steps 12 --algos grpo   # a short run
 
 `--agent vimrag` runs the same pipeline for the VimRAG memory-graph agent (`testkit/tiny_vimrag_task.py`,
@@ -161,11 +161,11 @@ def run_vimrag(args: TinyRun) -> dict:
             trainer = sft_config.plugin().load("trainer")(sft_config, progress=not args.no_progress)
             scripted = asyncio.run(collect_scripted_trajectories(server.url, trainer.processor, args.sft_episodes,
                                                                  args.seed))
-            steps = [s for t in scripted if t.result.status == "answered" for s in t.steps]
-            history = trainer.sft_on_steps(steps, epochs=args.sft_epochs or 12, lr=0.005, batch_size=8)
+            turns = [s for t in scripted if t.result.status == "answered" for s in t.turns]
+            history = trainer.sft_on_turns(turns, epochs=args.sft_epochs or 12, lr=0.005, batch_size=8)
             trainer.model.save_pretrained(sft_model)
             trainer.processor.save_pretrained(sft_model)
-            summary["sft"] = {"episodes": len(scripted), "steps": len(steps), "loss_first": history[0]["loss"],
+            summary["sft"] = {"episodes": len(scripted), "turns": len(turns), "loss_first": history[0]["loss"],
                               "loss_last": history[-1]["loss"]}
         summary["sft_s"] = round(time.perf_counter() - started, 1)
         runs = {}

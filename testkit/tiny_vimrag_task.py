@@ -36,8 +36,8 @@ PROMPTS: dict[str, Any] = {
     "no_answer": "No answer.",
 }
 AGENT: dict[str, Any] = {
-    "max_steps": 5, "max_tokens": 48, "max_episode_tokens": 240, "temperature": 1.0, "search_top_k": 1,
-    "max_searches_per_step": 1, "min_pixels": 4 * 28 * 28, "observation_max_pixels": 8 * 28 * 28,
+    "max_turns": 5, "max_tokens": 48, "max_episode_tokens": 240, "temperature": 1.0, "search_top_k": 1,
+    "max_searches_per_turn": 1, "min_pixels": 4 * 28 * 28, "observation_max_pixels": 8 * 28 * 28,
     "max_invalid_actions": 1,
     "energy": {"memory_top_k": 2, "total_pixels": 16 * 28 * 28, "max_pixels_image": 8 * 28 * 28,
                "min_pixels": 4 * 28 * 28},
@@ -111,7 +111,7 @@ def build_vimrag_task_model(path: Any, seed: int = 0):
 class ScriptedGenerate:
     """A `GenerateFn` that emits a fixed plan of reply texts as token ids (end-of-turn appended), logprobs 0.
 
-    Drives `StepRecordingPolicy` for the SFT warm start: the steps are recorded exactly as in RL.
+    Drives `TurnRecordingPolicy` for the SFT warm start: the steps are recorded exactly as in RL.
     """
 
     def __init__(self, tokenizer: Any, plan: list[str]):

@@ -29,7 +29,7 @@ from vimrag.events import (
     ErrorEvent,
     GraphAnswerEvent,
     ImageRef,
-    MaxStepsEvent,
+    MaxTurnsEvent,
     MemorizeEvent,
     NodeSearchEvent,
     SearchDoneEvent,
@@ -120,8 +120,8 @@ class VimEpisode(EpisodeEngine):
             raise ValueError("no more searches: the step budget is spent, answer now")
         if self.memory.pending:
             raise ValueError(f"node(s) {self.memory.pending} wait for summarize_and_memorize before a new search")
-        if len(searches) >= self.config.max_searches_per_step:
-            raise ValueError(f"at most {self.config.max_searches_per_step} searches in one step")
+        if len(searches) >= self.config.max_searches_per_turn:
+            raise ValueError(f"at most {self.config.max_searches_per_turn} searches in one step")
         node_id, query, parents = search_args(call)
         self.graph.add_search_node(node_id, query, parents, turn_index=turn - 1)
         searches.append((node_id, query))
@@ -209,9 +209,9 @@ class VimEpisode(EpisodeEngine):
                              items=[{**i.to_dict(), "provenance": provenance(i)} for i in stored]), "; ".join(problems)
 
     # ---- the engine's questions ------------------------------------------------------------------------------
-    def _turn_limit_event(self, turn: int) -> MaxStepsEvent:
-        message = f"no answer within {self.config.max_steps} steps and the forced answer step"
-        return MaxStepsEvent(turn=turn, steps=self.config.max_steps, message=message)
+    def _turn_limit_event(self, turn: int) -> MaxTurnsEvent:
+        message = f"no answer within {self.config.max_turns} turns and the forced answer turn"
+        return MaxTurnsEvent(turn=turn, max_turns=self.config.max_turns, message=message)
 
     def result(self) -> VimRAGResult:
         return VimRAGResult(**self.base_result_fields(), graph=self.graph, context_stats=list(self.context_stats))
@@ -251,7 +251,7 @@ class VimRAG(AgentFrontend[VimRAGResult]):
 
     `VimRAG(base_url=..., search_url=..., model=..., api_key=...)` talks to any OpenAI-compatible
     endpoint (default: DashScope's compatible mode, key from `DASHSCOPE_API_KEY`); `policy=` drives
-    any `Policy`. Keyword arguments not listed are `VimRAGConfig` fields (`max_steps`,
+    any `Policy`. Keyword arguments not listed are `VimRAGConfig` fields (`max_turns`,
     `search_top_k`, `enable_thinking`, `stream`, `energy=EnergyConfig(...)`, ...).
     """
 

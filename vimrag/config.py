@@ -23,8 +23,8 @@ class VimRAGConfig(EpisodeConfig):
     min_pixels: int = 4 * 28 * 28
     max_tokens: int = 4096
     policy_timeout_s: float = 180.0
-    max_steps: int = 20  # model calls that may act; one more is made to force an answer
-    max_searches_per_step: int = 4  # add_search_node calls searched together in one step
+    max_turns: int = 20  # model calls that may act; one more is made to force an answer
+    max_searches_per_turn: int = 4  # add_search_node calls searched together in one step
     observation_max_pixels: int = 1003520  # a retrieved page as first shown (before memorising)
     observation_video_pixels: int = 401408  # all frames of a retrieved segment together
     energy: EnergyConfig = field(default_factory=EnergyConfig)
@@ -36,13 +36,13 @@ class VimRAGConfig(EpisodeConfig):
 
     @property
     def turn_limit(self) -> int:
-        return self.max_steps
+        return self.max_turns
 
     def __post_init__(self) -> None:
         if isinstance(self.energy, dict):
             self.energy = EnergyConfig(**self.energy)
-        if self.max_steps < 1 or self.max_searches_per_step < 1:
-            raise ValueError("max_steps and max_searches_per_step must be at least 1")
+        if self.max_turns < 1 or self.max_searches_per_turn < 1:
+            raise ValueError("max_turns and max_searches_per_turn must be at least 1")
         if self.thinking_style not in ("dashscope", "vllm"):
             raise ValueError("thinking_style is 'dashscope' or 'vllm'")
         super().__post_init__()

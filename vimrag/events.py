@@ -1,5 +1,5 @@
 """VimRAG's typed events (upstream's demo events: think, search, search_done, memorize, answer,
-error, max_steps), built on the VRAG agent's `AgentEvent` so the same `to_dict()` logs them and
+error, max_turns), built on the VRAG agent's `AgentEvent` so the same `to_dict()` logs them and
 the same UIs can fall back to rendering them as JSON. Graph-changing events carry the graph's
 export (`MemoryGraph.export()`), so a UI can redraw the graph from any single event.
 """
@@ -70,7 +70,7 @@ class GraphAnswerEvent(AgentEvent):
 
 
 @dataclass
-class MaxStepsEvent(AgentEvent):
-    type: str = field(init=False, default="max_steps")
-    steps: int = 0
+class MaxTurnsEvent(AgentEvent):
+    type: str = field(init=False, default="max_turns")
+    max_turns: int = 0
     message: str | None = None

@@ -6,7 +6,7 @@ Parent edges say which earlier nodes a step built on; a node may have several pa
 
 Why a class of our own rather than networkx: the graph is tiny (tens of nodes), must reject bad
 edges with messages a model can act on, must round-trip through JSON with its memory provenance,
-and must export to the project's one step-graph type (`vrag_rl.agent.step_graph.StepGraph`) for
+and must export to the project's one credit-graph type (`vrag_rl.agent.credit_graph.CreditGraph`) for
 GGPO. Cycles are impossible by construction (a node's parents must already exist); `add_edge`
 and `from_dict` check them explicitly because they can name any node.
 """
@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from vrag_rl.agent.step_graph import ROOT_ID, StepGraph, StepNode
+from vrag_rl.agent.credit_graph import ROOT_ID, CreditGraph, GraphNode
 
 ANSWER_ID = "answer"
 NodeKind = Literal["root", "search", "answer"]
@@ -240,12 +240,12 @@ class MemoryGraph:
     def prompt_json(self) -> str:
         return json.dumps(self.prompt_view(), ensure_ascii=False, separators=(",", ":"))
 
-    def to_step_graph(self) -> StepGraph:
+    def to_credit_graph(self) -> CreditGraph:
         """The GGPO view: search/answer nodes as steps, their turns and memorised evidence ids."""
-        steps = [StepNode(n.node_id, tuple(n.parent_ids), n.kind, tuple(n.turn_indices),
+        steps = [GraphNode(n.node_id, tuple(n.parent_ids), n.kind, tuple(n.turn_indices),
                           tuple(dict.fromkeys(i.ref_id for i in n.items)))
                  for n in self.nodes.values() if n.kind != "root"]
-        return StepGraph.build(steps, self.answer_id)
+        return CreditGraph.build(steps, self.answer_id)
 
     def export(self) -> dict[str, Any]:
         """What the demo draws: typed nodes with labels and summaries, edges parent → child."""

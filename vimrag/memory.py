@@ -21,12 +21,12 @@ from vimrag.energy import Allocation, EnergyConfig
 from vimrag.graph import MemoryGraph, MemoryItem
 from vimrag.prompts import VimPrompts
 from vimrag.tools import MemorizeEntry
+from vrag_rl.agent.credit_graph import CreditGraph
 from vrag_rl.agent.events import ImageRef
 from vrag_rl.agent.images import map_bbox_to_page
 from vrag_rl.agent.page_images import PageImageStore
 from vrag_rl.agent.policy import Message, text_part
 from vrag_rl.agent.result import TurnRecord
-from vrag_rl.agent.step_graph import StepGraph
 
 
 @dataclass
@@ -89,9 +89,9 @@ class GraphMemory:
                  "key_timestamps": i.key_timestamps, "priority": i.priority}
                 for n, i in self.graph.items() if n.node_id in path]
 
-    def step_graph(self, records: list[TurnRecord]) -> StepGraph:
+    def credit_graph(self, records: list[TurnRecord]) -> CreditGraph:
         """The memory graph itself (its nodes name the turns that made them; `records` add nothing)."""
-        return self.graph.to_step_graph()
+        return self.graph.to_credit_graph()
 
     # ---- what the tools do to it ------------------------------------------------------------------------------
     def add_observation(self, content: list[dict[str, Any]]) -> None:

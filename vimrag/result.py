@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vimrag.graph import MemoryGraph
+from vrag_rl.agent.credit_graph import CreditGraph
 from vrag_rl.agent.result import EPISODE_STATUSES, EpisodeResultBase
-from vrag_rl.agent.step_graph import StepGraph
 
 __all__ = ["EPISODE_STATUSES", "VimRAGResult"]
 
@@ -29,10 +29,10 @@ class VimRAGResult(EpisodeResultBase):
                    events=[], turns=0, elapsed_s=0.0, error=error)
 
     @property
-    def step_graph(self) -> StepGraph:
+    def credit_graph(self) -> CreditGraph:
         """The graph in the shape GGPO consumes (`vrag_rl.training.algos.ggpo`)."""
-        return self.graph.to_step_graph()
+        return self.graph.to_credit_graph()
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.base_dict(), "graph": self.graph.to_dict(), "step_graph": self.step_graph.to_dict(),
+        return {**self.base_dict(), "graph": self.graph.to_dict(), "credit_graph": self.credit_graph.to_dict(),
                 "context_stats": self.context_stats, "events": [e.to_dict() for e in self.events]}

@@ -1,34 +1,34 @@
 """`vimrag_agent`: verl's agent loop running the VimRAG memory-graph agent, one training row per model call.
 
-VimRAG rebuilds its context from its memory graph at every model call, so a trajectory is a list of steps
+VimRAG rebuilds its context from its memory graph at every model call, so a trajectory is a list of turns
 with their own prompts, not one growing conversation. verl 0.9.1 has a supported way for one `run()` to
 return several samples: its v1 trainer's agent-loop worker (`verl.trainer.ppo.v1.agent_loop_tq.
 AgentLoopWorkerTQ._agent_loop_postprocess`) accepts a `list[AgentLoopOutput]` and stores each output as its
 own row under the key `{uid}_{session_id}_{index}`; its `compute_advantage_for_multi_trajectories` then
 runs GRPO on each session's *final* output only and broadcasts that advantage over the session's other
-outputs' `response_mask`. That is GRPO normalised over trajectories, not over step rows — the rule this
-project chose (`vrag_rl.training.algos.ggpo_memory`). So `run()` returns the trajectory's steps, and this loop needs
-the v1 trainer (`trainer.use_v1: true`, verl's default): the v0 worker unions generated rows 1:1 with the
-prompt rows and cannot take a list (checked at construction, with a message).
+outputs' `response_mask`. That is GRPO normalised over trajectories, not over turn rows — the rule this
+project chose (`vrag_rl.training.algos.grpo.trajectory_advantages`). So `run()` returns the trajectory's turns,
+and this loop needs the v1 trainer (`trainer.use_v1: true`, verl's default): the v0 worker unions generated rows
+1:1 with the prompt rows and cannot take a list (checked at construction, with a message).
 
-Each row: the step's own prompt ids (system + question + graph JSON + the memory images the energy budget
-kept, plus this step's tool response), its sampled ids (mask 1) and logprobs, exactly the images of its
+Each row: the turn's own prompt ids (system + question + graph JSON + the memory images the energy budget
+kept, plus this turn's tool response), its sampled ids (mask 1) and logprobs, exactly the images of its
 prompt (`multi_modal_data`), the trajectory's reward (every row of a session carries it, as verl's v1 worker
-copies the final one anyway), and in `extra_fields` the step index, the memory-graph node(s) it built and
+copies the final one anyway), and in `extra_fields` the turn index, the memory-graph node(s) it built and
 whether GGPO dropped it.
 
-GGPO on the memory graph: μ_t (`VimTrajectory.pruned_steps`, the local trainer's call too) zeroes a dropped
-step's `response_mask`. Because verl reads the session's advantage at the *final* row's first unmasked
-token, the rows are ordered dropped steps first, kept steps after (each row is an independent sample, so the
-order changes nothing else): the final row is a kept step whenever any is, and when every step is dropped the
+GGPO on the memory graph: μ_t (`VimTrajectory.pruned_turns`, the local trainer's call too) zeroes a dropped
+turn's `response_mask`. Because verl reads the session's advantage at the *final* row's first unmasked
+token, the rows are ordered dropped turns first, kept turns after (each row is an independent sample, so the
+order changes nothing else): the final row is a kept turn whenever any is, and when every turn is dropped the
 whole session has no gradient anyway while its outcome still counts in its group's statistics. The
 estimator is verl's own `grpo` (`algorithm.adv_estimator: grpo`, the path that normalises over trajectories);
 the loss is GSPO's sequence ratio per row (`parts/ggpo_vimrag.yaml`).
 
-Budgets: a step's prompt never exceeds `data.max_prompt_length` (verl pads every row's prompt to it): the
-memory buffer (`energy.total_pixels`) is sized so text (`vimrag.text_tokens`), one step's observations and
+Budgets: a turn's prompt never exceeds `data.max_prompt_length` (verl pads every row's prompt to it): the
+memory buffer (`energy.total_pixels`) is sized so text (`vimrag.text_tokens`), one turn's observations and
 the memory fit (`energy_for_prompt_length`), and a prompt that still would not fit ends the episode as an
-explicit failure before it is sent (`PromptBudgetError`), never truncated. Each step's response has the whole
+explicit failure before it is sent (`PromptBudgetError`), never truncated. Each turn's response has the whole
 `rollout.response_length` (it is its own row).
 """
 from __future__ import annotations
@@ -61,7 +61,7 @@ _VIMRAG_KEYS = {"agent", "prompts", "text_tokens"}
 
 @dataclass(frozen=True)
 class VimRAGPluginSettings:
-    """The config's `vimrag:` section: the agent (`VimRAGConfig` fields), its prompts, and the text a step's
+    """The config's `vimrag:` section: the agent (`VimRAGConfig` fields), its prompts, and the text a turn's
     prompt may hold (sizes the memory buffer against `data.max_prompt_length`)."""
 
     agent: VimRAGConfig
@@ -109,31 +109,31 @@ def vimrag_plugin_settings(config: Any) -> VimRAGPluginSettings:
     response = data.get("max_response_length")
     if response is not None and vim.max_tokens > response:
         raise PluginSettingsError(f"vimrag.agent.max_tokens ({vim.max_tokens}) exceeds data.max_response_length "
-                                  f"({response}), which holds one step's reply")
+                                  f"({response}), which holds one turn's reply")
     return VimRAGPluginSettings(agent=vim, prompts=VimPrompts(**prompts), text_tokens=text_tokens)
 
 
-class StepBudgetGenerate:
-    """`ServerManagerGenerate` with the whole response length for every step (each step is its own row)."""
+class TurnBudgetGenerate:
+    """`ServerManagerGenerate` with the whole response length for every turn (each turn is its own row)."""
 
     def __init__(self, inner: ServerManagerGenerate):
         self.inner = inner
 
     async def __call__(self, prompt_ids: list[int], sampling: SamplingParams, images: list[Any]) -> GenerateOutput:
-        self.inner.prompt_length = len(prompt_ids)  # the response budget restarts at this step's own prompt
+        self.inner.prompt_length = len(prompt_ids)  # the response budget restarts at this turn's own prompt
         return await self.inner(prompt_ids, sampling, images)
 
 
 def ordered_rows(trajectory: VimTrajectory, pruned: list[int]) -> list[tuple[int, bool]]:
-    """(step index, kept) in row order: dropped steps first, then kept ones (see the module docstring)."""
+    """(turn index, kept) in row order: dropped turns first, then kept ones (see the module docstring)."""
     dropped = set(pruned)
-    steps = [s.step for s in trajectory.steps]
-    return [(s, False) for s in steps if s in dropped] + [(s, True) for s in steps if s not in dropped]
+    turns = [s.turn for s in trajectory.turns]
+    return [(s, False) for s in turns if s in dropped] + [(s, True) for s in turns if s not in dropped]
 
 
 @register("vimrag_agent")
 class VimRAGAgentLoop(EpisodeAgentLoop):
-    """Runs one VimRAG episode per session and returns its steps as rows (see the module docstring)."""
+    """Runs one VimRAG episode per session and returns its turns as rows (see the module docstring)."""
 
     agent_loop_name = "vimrag_agent"
 
@@ -152,44 +152,44 @@ class VimRAGAgentLoop(EpisodeAgentLoop):
         search = self.search_client()
         try:
             trajectory = await run_vim_episode(task, int(kwargs.get("session_id") or 0), self.processor,
-                                               StepBudgetGenerate(inner), search, self.vimrag.agent,
+                                               TurnBudgetGenerate(inner), search, self.vimrag.agent,
                                                self.vimrag.prompts, seed=0, pages=PAGES,
                                                max_prompt_length=self.prompt_length)
         finally:
             await search.aclose()
         result = trajectory.result
         reward = await score_episode(result, reference, settings.reward_config())
-        pruned = trajectory.pruned_steps(settings.algorithm_settings, reward.outcome, reference.reference_pages)
-        empty = not trajectory.steps
+        pruned = trajectory.pruned_turns(settings.algorithm_settings, reward.outcome, reference.reference_pages)
+        empty = not trajectory.turns
         parts = reward_parts(reward, empty)  # no model token at all: zero reward, one masked filler row
         shared: dict[str, Any] = {
             **self.episode_fields(inner, kwargs.get("global_steps"), result, pruned,
                                   [r.retrieved for r in result.turn_records]),
             "memory_graph": result.graph.to_dict(),
-            **reward_fields(parts, "vimrag", len(trajectory.steps), pruned, result.answered, empty),
+            **reward_fields(parts, "vimrag", len(trajectory.turns), pruned, result.answered, empty),
         }
         metrics = self.loop_metrics(inner, result)
         if empty:
             return [AgentLoopOutput(prompt_ids=self._initial_prompt_ids(question),
                                     response_ids=[self.filler_token_id()], response_mask=[0],
                                     response_logprobs=[0.0], multi_modal_data={}, reward_score=0.0, num_turns=2,
-                                    metrics=metrics, extra_fields={**shared, "step": -1, "node_ids": [],
+                                    metrics=metrics, extra_fields={**shared, "turn": -1, "node_ids": [],
                                                                    "ggpo_dropped": True})]
-        by_index = {s.step: s for s in trajectory.steps}
+        by_index = {s.turn: s for s in trajectory.turns}
         outputs = []
         for index, kept in ordered_rows(trajectory, pruned):
-            step = by_index[index]
-            n = len(step.response_ids)
+            turn = by_index[index]
+            n = len(turn.response_ids)
             outputs.append(AgentLoopOutput(
-                prompt_ids=list(step.prompt_ids), response_ids=list(step.response_ids),
-                response_mask=[int(kept)] * n, response_logprobs=list(step.response_logprobs),
-                multi_modal_data={"images": list(step.images)} if step.images else {},
+                prompt_ids=list(turn.prompt_ids), response_ids=list(turn.response_ids),
+                response_mask=[int(kept)] * n, response_logprobs=list(turn.response_logprobs),
+                multi_modal_data={"images": list(turn.images)} if turn.images else {},
                 reward_score=float(parts["total"]), num_turns=2, metrics=metrics,
-                extra_fields={**shared, "step": index, "node_ids": list(step.node_ids), "ggpo_dropped": not kept}))
+                extra_fields={**shared, "turn": index, "node_ids": list(turn.node_ids), "ggpo_dropped": not kept}))
         return outputs
 
     def _initial_prompt_ids(self, question: str) -> list[int]:
-        """The first step's prompt (the empty graph) as the recorder renders it, for an episode with no step."""
+        """The first turn's prompt (the empty graph) as the recorder renders it, for an episode with no turn."""
         messages, _ = build_context(MemoryGraph(question.strip()), {}, PAGES, self.vimrag.agent.energy,
                                     self.vimrag.prompts, self.vimrag.agent.resize_factor)
         return self.prompt_ids(messages)

@@ -253,7 +253,7 @@ def test_vimrag_episodes_end_with_a_status_whatever_the_model_writes(text_search
     from vimrag.agent import VimRAG
 
     policy = _ListPolicy(replies)
-    with VimRAG(policy=policy, search_url=text_search_server.url, max_steps=MAX_TURNS, search_top_k=1,
+    with VimRAG(policy=policy, search_url=text_search_server.url, max_turns=MAX_TURNS, search_top_k=1,
                 max_invalid_actions=1, observation_max_pixels=64 * 28 * 28) as agent:
         result = agent.run("How much power does the Kestrel Ridge plant make?")
     assert result.status in EPISODE_STATUSES and 1 <= policy.calls == result.turns <= MAX_TURNS + 1

@@ -66,7 +66,8 @@ def test_no_answer_after_the_turn_budget_is_a_failure(remote_search):
     assert _errors(result)[-1] == ("budget_exhausted", "the turn budget is spent and the model still gave no <answer>",
                                    True)
     assert [(r.action, r.forced) for r in result.turn_records] == [("search", False), ("search", True)]
-    assert [n.kind for n in result.step_graph.steps()] == ["search", "search"] and result.step_graph.answer_id is None
+    assert [n.kind for n in result.credit_graph.non_root_nodes()] == ["search", "search"]
+    assert result.credit_graph.answer_id is None
 
 
 def test_invalid_streak_ends_the_episode_and_a_valid_turn_resets_it(remote_search):
@@ -139,8 +140,8 @@ def test_a_crop_of_a_crop_builds_on_the_crop(remote_search):
         Prompts().crop.format(bbox=[350, 280, 700, 560]), Prompts().crop.format(bbox=[0, 0, 100, 100])]
     assert [m["content"][1] for m in crop_messages] == [{"type": "image_ref", "image_id": "img-1"},
                                                         {"type": "image_ref", "image_id": "img-2"}]
-    # the answer builds on every step that put an image into its context (vrag_step_graph's rule)
-    assert [(n.step_id, n.parent_ids) for n in result.step_graph.steps()] == [
+    # the answer builds on every step that put an image into its context (vrag_credit_graph's rule)
+    assert [(n.node_id, n.parent_ids) for n in result.credit_graph.non_root_nodes()] == [
         ("t0", ("root",)), ("t1", ("t0",)), ("t2", ("t1",)), ("t3", ("t0", "t1", "t2"))]
     assert result.evidence == [{"page_id": MARKER_PAGE, "image_path": page.image_path,
                                 "crops": [list(first.page_box), list(second.page_box)]}]
@@ -154,7 +155,7 @@ def test_search_server_down_is_a_fatal_search_failure():
     assert [(k, f) for k, _, f in _errors(result)] == [("search_failed", True)]
     assert result.error.startswith("search server at http://127.0.0.1:")
     assert "unavailable after 1 attempts" in result.error
-    assert [n.kind for n in result.step_graph.steps()] == ["search"]
+    assert [n.kind for n in result.credit_graph.non_root_nodes()] == ["search"]
 
 
 @pytest.mark.parametrize("reply, reason", [
@@ -188,7 +189,7 @@ def test_usage_timings_and_the_sampling_the_policy_gets(remote_search):
     assert result.messages[-2]["content"][1] == {"type": "image_ref", "image_id": "img-0"}
     data = json.loads(json.dumps(result.to_dict()))
     assert data["status"] == "answered" and data["retrieved_page_ids"] == [MARKER_PAGE]
-    assert data["step_graph"]["answer_id"] == "t1" and data["turn_records"][0]["queries"] == ["zebra"]
+    assert data["credit_graph"]["answer_id"] == "t1" and data["turn_records"][0]["queries"] == ["zebra"]
 
 
 def test_token_ids_count_as_the_reply_tokens(remote_search):
@@ -299,6 +300,6 @@ def test_a_result_before_the_episode_ran():
     episode = Episode(" q ", AgentConfig(), Prompts(), ListPolicy(["x"]), SearchClient("http://127.0.0.1:9"))
     result = episode.result()
     assert (result.status, result.turns, result.answer, result.question, result.error) == ("failed", 0, None, "q", None)
-    assert result.events == [] and result.step_graph.steps() == [] and result.evidence == []
+    assert result.events == [] and result.credit_graph.non_root_nodes() == [] and result.evidence == []
     with pytest.raises(ValueError, match="the question is empty"):
         Episode(" ", AgentConfig(), Prompts(), ListPolicy(["x"]), SearchClient("http://127.0.0.1:9"))

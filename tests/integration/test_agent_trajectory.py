@@ -22,7 +22,7 @@ from testkit.malformed_openai import create_app as fuzz_app
 from testkit.marker_pages import MARKER_PAGE as PAGE
 from testkit.marker_pages import RED, RemoteLooking
 from vrag_rl import VRAG
-from vrag_rl.agent.step_graph import ROOT_ID, StepNode
+from vrag_rl.agent.credit_graph import ROOT_ID, GraphNode
 
 SHOWN = (700, 560)
 
@@ -68,11 +68,11 @@ def test_search_crop_answer_trajectory(scripted_policy, remote_search):
         (1, "crop", True, [], [], ["img-1"], "img-0", [600, 500, 700, 600]),
         (2, "answer", True, [], [], [], None, None),
     ]
-    graph = result.step_graph
-    assert graph.steps() == [
-        StepNode("t0", (ROOT_ID,), "search", (0,), (PAGE,)),
-        StepNode("t1", ("t0",), "crop", (1,), (PAGE,)),
-        StepNode("t2", ("t0", "t1"), "answer", (2,), ()),  # every step that showed an image
+    graph = result.credit_graph
+    assert graph.non_root_nodes() == [
+        GraphNode("t0", (ROOT_ID,), "search", (0,), (PAGE,)),
+        GraphNode("t1", ("t0",), "crop", (1,), (PAGE,)),
+        GraphNode("t2", ("t0", "t1"), "answer", (2,), ()),  # every step that showed an image
     ]
     assert graph.answer_id == "t2" and graph.answer_path() == {ROOT_ID, "t0", "t1", "t2"}
     assert result.retrieved_ranked == [PAGE, "giraffe_1"]
@@ -86,11 +86,11 @@ def test_invalid_turns_and_a_second_search_in_the_step_graph(scripted_policy, re
     with VRAG(base_url=policy, search_url=remote_search.url, crop_padding=0, search_top_k=2) as agent:
         result = agent.run("How many pages?")
     assert [r.action for r in result.turn_records] == ["search", "invalid", "search", "crop", "answer"]
-    assert [(n.step_id, n.parent_ids, n.kind) for n in result.step_graph.steps()] == [
+    assert [(n.node_id, n.parent_ids, n.kind) for n in result.credit_graph.non_root_nodes()] == [
         ("t0", (ROOT_ID,), "search"), ("t1", (ROOT_ID,), "invalid"), ("t2", (ROOT_ID,), "search"),
         ("t3", ("t2",), "crop"), ("t4", ("t0", "t2", "t3"), "answer")]
     # the first search's page is still in the context the model answered from: on the path, never pruned
-    assert result.step_graph.answer_path() == {ROOT_ID, "t0", "t2", "t3", "t4"}
+    assert result.credit_graph.answer_path() == {ROOT_ID, "t0", "t2", "t3", "t4"}
     # the crop cut the giraffe page (the last image), its top-left quarter in page pixels
     assert result.images[-1].page_id == "giraffe_1" and result.images[-1].page_box == (0, 0, 500, 400)
 

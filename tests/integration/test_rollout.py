@@ -3,7 +3,7 @@
 A scripted generate-from-ids backend (canonical token ids of fixed replies) drives `Episode` through
 search → crop → answer against the real search API; the recorded ids must equal the processor's
 tokenisation of the episode's whole conversation with its images, and the trajectory must carry the
-pages per turn in rank order, the crop and the step graph the reward and GGPO read.
+pages per turn in rank order, the crop and the credit graph the reward and GGPO read.
 """
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from vrag_rl.agent.policies.token_recorder import GenerateOutput
 from vrag_rl.training.algos import ggpo_turn_mask
 from vrag_rl.training.rewards import RewardConfig, RewardReference, score_episode
 from vrag_rl.training.rollout import RolloutTask
-from vrag_rl.vrag.rollout import rollout_batch
 from vrag_rl.vrag.config import AgentConfig
 from vrag_rl.vrag.prompts import Prompts
+from vrag_rl.vrag.rollout import rollout_batch
 
 REPLIES = ["<think>search</think><search>revenue</search>", "<think>zoom</think><bbox>[0, 0, 40, 40]</bbox>",
            "<think>answer</think><answer>$341 million</answer>"]
@@ -71,10 +71,10 @@ def test_rollouts_record_the_whole_conversation(text_search_server, processor):
     whole = list(processor(text=[text], images=t.images)["input_ids"][0])
     assert t.prompt_ids + t.response_ids == whole[:-1]  # all but the template's final "\n"
     assert sum(t.response_mask) == sum(len(tok(r, add_special_tokens=False)["input_ids"]) + 1 for r in REPLIES)
-    # the step graph: search → crop of its page → answer from the crop; all on the answer path
-    graph = t.step_graph
+    # the credit graph: search → crop of its page → answer from the crop; all on the answer path
+    graph = t.credit_graph
     assert graph.answer_path() == {"root", "t0", "t1", "t2"}
-    assert ggpo_turn_mask(graph, True, {"acme_annual_report_2023_2"}, 3) == [False, False, False]
-    assert ggpo_turn_mask(graph, False, {"acme_annual_report_2023_2"}, 3) == [True, True, False]
+    assert ggpo_turn_mask(graph, 3, True, {"acme_annual_report_2023_2"}) == [False, False, False]
+    assert ggpo_turn_mask(graph, 3, False, {"acme_annual_report_2023_2"}) == [True, True, False]
     reward = asyncio.run(score_episode(t.result, reference, RewardConfig()))
     assert reward.total == pytest.approx(1.0) and reward.retrieval == 1.0

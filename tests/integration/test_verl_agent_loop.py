@@ -196,8 +196,8 @@ def test_agent_loop_runs_a_real_episode_and_returns_what_verl_trains_on(tiny, ro
     assert extra["turn_actions"] == ["search", "crop", "answer"] and extra["episode_status"] == "answered"
     assert extra["pages_per_turn"][0][0][0] == REFERENCE_PAGE and extra["pages_per_turn"][1:] == [[], []]
     assert extra["shown_pages"] == [REFERENCE_PAGE]
-    graph = extra["step_graph"]
-    assert graph["answer_id"] == "t2" and {n["step_id"]: n["parent_ids"] for n in graph["nodes"]} == \
+    graph = extra["credit_graph"]
+    assert graph["answer_id"] == "t2" and {n["node_id"]: n["parent_ids"] for n in graph["nodes"]} == \
         {"t0": ["root"], "t1": ["t0"], "t2": ["t0", "t1"]}  # the answer reads the page and the crop
     parts = extra["reward_parts"]
     assert (parts["outcome"], parts["format"], parts["retrieval"]) == (1.0, 1.0, 1.0)  # EM, well-formed, page first

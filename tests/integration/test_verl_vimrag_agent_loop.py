@@ -48,7 +48,7 @@ SUCCESS = [SEARCH_REVENUE, memorize("Picture 1"),
 FAILURE = [SEARCH_REVENUE, memorize("Picture 1"), call("add_answer_node", {"answer": "12%", "parent_ids": ["s1"]})]
 OVERRIDES = ["data.max_prompt_length=2048", "data.max_response_length=256", "vrag.agent.max_tokens=128",
              "actor_rollout_ref.rollout.max_model_len=2304", "vimrag.agent.max_tokens=128",
-             "vimrag.agent.search_top_k=1", "vimrag.agent.max_searches_per_step=1", "vimrag.text_tokens=1024",
+             "vimrag.agent.search_top_k=1", "vimrag.agent.max_searches_per_turn=1", "vimrag.text_tokens=1024",
              "vimrag.agent.observation_max_pixels=12544", "vimrag.agent.energy.total_pixels=12544",
              "vimrag.agent.energy.max_pixels_image=12544"]
 
@@ -181,12 +181,12 @@ def test_steps_are_rows_that_verl_accepts_and_ggpo_drops_on_the_memory_graph(pro
     assert failure[0].extra_fields["reward_parts"]["outcome"] == 0.0
     # one row per model call; GGPO on the memory graph: the dead end s2 (steps 2, 3) dropped in the success,
     # the reference-finding s1 (steps 0, 1) spared in the failure; dropped rows first, the final row kept
-    assert [o.extra_fields["step"] for o in success] == [2, 3, 0, 1, 4]
+    assert [o.extra_fields["turn"] for o in success] == [2, 3, 0, 1, 4]
     assert [o.extra_fields["node_ids"] for o in success] == [["s2"], ["s2"], ["s1"], ["s1"], ["answer"]]
     assert [o.extra_fields["ggpo_dropped"] for o in success] == [True, True, False, False, False]
-    assert [o.extra_fields["step"] for o in failure] == [0, 1, 2]
+    assert [o.extra_fields["turn"] for o in failure] == [0, 1, 2]
     assert [o.extra_fields["ggpo_dropped"] for o in failure] == [True, True, False]
-    assert extra["ggpo_pruned_steps"] == [2, 3] and failure[0].extra_fields["ggpo_pruned_steps"] == [0, 1]
+    assert extra["ggpo_pruned_turns"] == [2, 3] and failure[0].extra_fields["ggpo_pruned_turns"] == [0, 1]
 
     # each row is exactly what its call was sent: same prompt ids, same images (same pixels, same resize),
     # the sampled ids; a step's prompt is rebuilt (not the previous call's prompt + reply)
@@ -198,7 +198,7 @@ def test_steps_are_rows_that_verl_accepts_and_ggpo_drops_on_the_memory_graph(pro
     image_token = image_token_id(processor)
     for outputs, episode_calls in ((success, sent[0]), (failure, sent[1])):
         for output in outputs:
-            sent_call = episode_calls[output.extra_fields["step"]]
+            sent_call = episode_calls[output.extra_fields["turn"]]
             assert output.prompt_ids == sent_call["prompt_ids"] and output.response_ids == sent_call["ids"]
             assert len(output.prompt_ids) <= cfg.data.max_prompt_length
             assert sent_call["max_tokens"] == 128  # every step gets its own full response budget
@@ -208,8 +208,8 @@ def test_steps_are_rows_that_verl_accepts_and_ggpo_drops_on_the_memory_graph(pro
             grid = vision_inputs(processor, images).get("image_grid_thw") if images else None
             assert n_tokens == (expected_image_tokens(processor, grid) if images else 0)
             assert sum(output.response_mask) == (0 if output.extra_fields["ggpo_dropped"] else len(sent_call["ids"]))
-    first_step = next(o for o in success if o.extra_fields["step"] == 0)
-    second_step = next(o for o in success if o.extra_fields["step"] == 1)
+    first_step = next(o for o in success if o.extra_fields["turn"] == 0)
+    second_step = next(o for o in success if o.extra_fields["turn"] == 1)
     assert second_step.prompt_ids[:len(first_step.prompt_ids)] != first_step.prompt_ids + first_step.response_ids
     assert len(second_step.multi_modal_data["images"]) == 1  # the retrieved page in the tool response
 
@@ -247,12 +247,12 @@ def test_a_step_prompt_over_the_prompt_length_fails_the_episode_explicitly(proce
         return await loop.run(_sampling(cfg), **row, session_id=0)
 
     outputs = asyncio.run(run(4096))
-    first_prompt = len(outputs[[o.extra_fields["step"] for o in outputs].index(1)].prompt_ids)
+    first_prompt = len(outputs[[o.extra_fields["turn"] for o in outputs].index(1)].prompt_ids)
     double.pending, double.scripts, double.calls = [list(SUCCESS)], {}, []
     outputs = asyncio.run(run(first_prompt - 1))  # step 1 (with the retrieved page) no longer fits
     extra = outputs[0].extra_fields
     assert extra["episode_status"] == "failed" and "prompt length" in extra["episode_error"]
-    assert [o.extra_fields["step"] for o in outputs] == [0]
+    assert [o.extra_fields["turn"] for o in outputs] == [0]
     assert all(len(o.prompt_ids) <= first_prompt - 1 for o in outputs)
     assert all(len(c["prompt_ids"]) <= first_prompt - 1 for c in double.calls)
 
@@ -352,4 +352,4 @@ def test_verls_v1_worker_stores_every_step_and_its_trainer_normalises_over_traje
             assert values == []
         else:
             sign = 1.0 if rewards[key.rsplit("_", 2)[1]] == pytest.approx(1.0) else -1.0
-            assert values == pytest.approx([sign * 0.7071], abs=1e-3), (key, extra["step"])
+            assert values == pytest.approx([sign * 0.7071], abs=1e-3), (key, extra["turn"])

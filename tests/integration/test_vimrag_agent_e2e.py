@@ -80,7 +80,7 @@ def test_scripted_episode_builds_the_graph_and_recovers_from_malformed_calls(scr
                                 "ref_id": "metro_travel_survey_2024_4", "doc_id": "metro_travel_survey_2024",
                                 "page_number": 4, "region": None, "time_range": None, "key_timestamps": [],
                                 "priority": 5.0}]
-    steps = result.step_graph
+    steps = result.credit_graph
     assert steps.nodes["s1"].turn_indices == (1, 3) and steps.nodes["s2"].turn_indices == (4, 5)
     assert steps.nodes["s1"].evidence_ids == ("metro_travel_survey_2024_4",)
     # the rebuilt context: after memorising, the transcript is gone and the memory images come back
@@ -116,9 +116,9 @@ def test_failures_are_statuses_never_exceptions(scripted_policy, text_search_ser
     assert result.status == "failed" and "unusable replies" in result.error
     loop = scripted_policy(default=[call("add_search_node", id="s1", query="x"),
                                     call("summarize_and_memorize", summary="nothing", memorize=[])])
-    result = VimRAG(base_url=loop, search_url=text_search_server.url, max_steps=3).run("anything?")
-    assert result.status == "failed" and result.events[-2].type == "max_steps"
-    result = VimRAG(base_url=loop, search_url="http://127.0.0.1:9", search_retries=0, max_steps=3).run("x?")
+    result = VimRAG(base_url=loop, search_url=text_search_server.url, max_turns=3).run("anything?")
+    assert result.status == "failed" and result.events[-2].type == "max_turns"
+    result = VimRAG(base_url=loop, search_url="http://127.0.0.1:9", search_retries=0, max_turns=3).run("x?")
     assert result.status == "failed" and any(e.type == "error" and e.kind == "search_failed" for e in result.events)
     result = VimRAG(base_url="http://127.0.0.1:9/v1", search_url=text_search_server.url, policy_retries=0).run("x?")
     assert result.status == "failed" and "unreachable" in result.error

@@ -1,7 +1,7 @@
 """VimRAG as a rollout environment for the local trainer, with the budgets held.
 
 Real: the demo's `VimEpisode` over the real search API (sample corpus, MiniLM + BM25) driven by
-`StepRecordingPolicy` (`vimrag.rollout`); the tiny Qwen2.5-VL's processor and model; the
+`TurnRecordingPolicy` (`vimrag.rollout`); the tiny Qwen2.5-VL's processor and model; the
 trainer's training forward (`vrag_rl.training.train.forward.response_logprobs`) and `VimRAGTrainer`'s RL step.
 Double: the generate function (`TeacherForcedGenerate`): a tiny random model cannot build a memory graph, so it
 emits a scripted VimRAG reply chosen from what the prompt shows, and computes that reply's logprobs with the
@@ -81,7 +81,7 @@ def tiny(tiny_qwen25vl_dir):
         AutoProcessor.from_pretrained(tiny_qwen25vl_dir)
 
 
-CONFIG = VimRAGConfig(max_steps=6, max_tokens=128, search_top_k=1, max_searches_per_step=1, min_pixels=3136,
+CONFIG = VimRAGConfig(max_turns=6, max_tokens=128, search_top_k=1, max_searches_per_turn=1, min_pixels=3136,
                       observation_max_pixels=50176,
                       energy=EnergyConfig(memory_top_k=2, total_pixels=100352, max_pixels_image=50176, min_pixels=3136))
 
@@ -106,19 +106,19 @@ def test_each_step_is_a_sample_trained_on_exactly_what_the_model_saw(tiny, text_
     model, processor = tiny
     trajectory, generate = _episode(tiny, text_search_server.url, CONFIG)
     assert trajectory.result.status == "answered", trajectory.result.error
-    assert [s.step for s in trajectory.steps] == [0, 1, 2, 3, 4]
-    assert [s.node_ids for s in trajectory.steps] == [("s1",), ("s1",), ("s2",), ("s2",), ("answer",)]
-    assert [len(s.images) for s in trajectory.steps] == [0, 1, 1, 2, 2]  # memory images + the step's observation
-    assert [[i.size for i in s.images] for s in trajectory.steps] == [c["images"] for c in generate.calls]
-    assert all(s.group_id == "revenue" and s.result is trajectory.result for s in trajectory.steps)
-    for step in trajectory.steps:  # the training forward reproduces the sampling logprobs: same ids, same pixels
-        trained, _ = response_logprobs(model, processor, step)
-        assert trained[0].tolist() == pytest.approx(step.response_logprobs, abs=1e-4)
+    assert [s.turn for s in trajectory.turns] == [0, 1, 2, 3, 4]
+    assert [s.node_ids for s in trajectory.turns] == [("s1",), ("s1",), ("s2",), ("s2",), ("answer",)]
+    assert [len(s.images) for s in trajectory.turns] == [0, 1, 1, 2, 2]  # memory images + the step's observation
+    assert [[i.size for i in s.images] for s in trajectory.turns] == [c["images"] for c in generate.calls]
+    assert all(s.group_id == "revenue" and s.result is trajectory.result for s in trajectory.turns)
+    for turn in trajectory.turns:  # the training forward reproduces the sampling logprobs: same ids, same pixels
+        trained, _ = response_logprobs(model, processor, turn)
+        assert trained[0].tolist() == pytest.approx(turn.response_logprobs, abs=1e-4)
     # GGPO on the memory graph: the dead end s2 (steps 2, 3) dropped when correct, s1 spared when wrong
     settings = AlgorithmSettings("ggpo")
-    assert trajectory.pruned_steps(settings, 1.0, REVENUE["reference_pages"]) == [2, 3]
-    assert trajectory.pruned_steps(settings, 0.0, REVENUE["reference_pages"]) == [0, 1]
-    assert trajectory.pruned_steps(AlgorithmSettings("grpo"), 1.0, REVENUE["reference_pages"]) == []
+    assert trajectory.pruned_turns(settings, 1.0, REVENUE["reference_pages"]) == [2, 3]
+    assert trajectory.pruned_turns(settings, 0.0, REVENUE["reference_pages"]) == [0, 1]
+    assert trajectory.pruned_turns(AlgorithmSettings("grpo"), 1.0, REVENUE["reference_pages"]) == []
     keys = trajectory.state_keys()
     assert trajectory.result.graph.nodes["s1"].retrieved_ids == list(REVENUE["reference_pages"])
     assert keys[0] == ((), frozenset()) and keys[2] == ((QUERY.lower(),), frozenset(REVENUE["reference_pages"]))
@@ -127,15 +127,15 @@ def test_each_step_is_a_sample_trained_on_exactly_what_the_model_saw(tiny, text_
 def test_the_energy_budget_decides_which_memory_images_fit_the_prompt_length(tiny, text_search_server):
     full, _ = _episode(tiny, text_search_server.url, CONFIG)
     image_token = image_token_id(tiny[1])
-    text_tokens = max(len(s.prompt_ids) - s.prompt_ids.count(image_token) for s in full.steps)
+    text_tokens = max(len(s.prompt_ids) - s.prompt_ids.count(image_token) for s in full.turns)
     limit = text_tokens + 64 + 20  # text, one observation (64 tokens), 20 tokens of memory images
-    assert max(len(s.prompt_ids) for s in full.steps) > limit  # the unconstrained run would not fit
+    assert max(len(s.prompt_ids) for s in full.turns) > limit  # the unconstrained run would not fit
     fitted = energy_for_prompt_length(CONFIG, limit, text_tokens)
     assert fitted.energy.total_pixels < CONFIG.energy.total_pixels
     budgeted, _ = _episode(tiny, text_search_server.url, fitted, max_prompt_length=limit)
     assert budgeted.result.status == "answered", budgeted.result.error
-    assert all(len(s.prompt_ids) <= limit for s in budgeted.steps)
-    last_full, last = full.steps[-1], budgeted.steps[-1]
+    assert all(len(s.prompt_ids) <= limit for s in budgeted.turns)
+    last_full, last = full.turns[-1], budgeted.turns[-1]
     pixels = [sum(i.width * i.height for i in s.images) for s in (last_full, last)]
     assert pixels[1] < pixels[0]  # the memory shown at the answer step was cut by the energy allocation
     # without the fitted buffer the same limit ends the episode explicitly, before the oversized call
@@ -163,7 +163,7 @@ def test_vimrag_trainer_step_trains_every_step_with_its_trajectorys_advantage(ti
                          agent={**load_config(Path(__file__).resolve().parents[2] / "configs" / "local"
                                               / "tiny_vimrag_ggpo.yaml", model="m", tasks="t", output_dir="o",
                                               search_url="s").agent, "max_tokens": 128, "max_episode_tokens": None,
-                                "max_steps": 6})
+                                "max_turns": 6})
     trainer = VimRAGTrainer(config, progress=False)
     trainer.tasks = [t for t in trainer.tasks if t.id == "revenue"]
     trainer.generate = TeacherForcedGenerate(trainer.model, trainer.processor)
@@ -172,7 +172,7 @@ def test_vimrag_trainer_step_trains_every_step_with_its_trajectorys_advantage(ti
     outcomes = [r.outcome for r in rewards]
     assert 0.0 in outcomes and 1.0 in outcomes  # both outcomes in the group
     samples, advantages, masks, pruned = trainer._training_samples(trajectories, rewards)
-    assert len(samples) == sum(len(t.steps) for t in trajectories) == 20
+    assert len(samples) == sum(len(t.turns) for t in trajectories) == 20
     per_trajectory = advantages.view(4, 5)
     assert torch.allclose(per_trajectory, per_trajectory[:, :1].expand(4, 5))  # one advantage per trajectory
     assert pruned == 8  # two steps of each trajectory: s2 when right, s1 when wrong
@@ -185,7 +185,7 @@ def test_vimrag_trainer_step_trains_every_step_with_its_trajectorys_advantage(ti
 def test_train_tiny_runs_the_vimrag_agent_with_the_three_estimators(tmp_path):
     """`scripts/train_tiny.py --agent vimrag` as a user runs it (shortened): SFT on scripted steps, then GRPO, GGPO
     and GiGPO-style from the same SFT model; the summary has each run's first/last window and the plot is drawn.
-    (Whether the reward rises is measured by the full run, README; 2 steps only show the pipeline works.)"""
+    (Whether the reward rises is measured by the full run, docs/training.md; 2 steps only show the pipeline works.)"""
     import subprocess
     import sys
     from pathlib import Path
@@ -197,7 +197,7 @@ def test_train_tiny_runs_the_vimrag_agent_with_the_three_estimators(tmp_path):
                           capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-4000:]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["agent"] == "vimrag" and summary["sft"]["steps"] > 0
+    assert summary["agent"] == "vimrag" and summary["sft"]["turns"] > 0
     for algo in ("grpo", "ggpo", "gigpo"):
         assert summary[algo]["steps"] == 2 and "first" in summary[algo]["reward"]
         records = [json.loads(line) for line in (out / algo / "metrics.jsonl").read_text().splitlines()]

@@ -1,7 +1,7 @@
 """One episode engine, two memories: the turn machinery is shared, what the model sees next is not.
 
 - both agents are `EpisodeEngine`s over a `Memory`; their configs share `EpisodeConfig`'s fields once;
-- a VimRAG episode driven by `StepRecordingPolicy` records every model call as its own sample, with
+- a VimRAG episode driven by `TurnRecordingPolicy` records every model call as its own sample, with
   exactly the prompt that call sent (the context rebuilt from the graph), over the real search server;
 - the growing `TokenRecordingPolicy` refuses a rebuilt context (an explicit failure, never a wrong
   record), which is why `recording_policy()` picks by `Memory.appends_only`;
@@ -24,8 +24,8 @@ from vimrag.memory import GraphMemory
 from vimrag.prompts import VimPrompts
 from vrag_rl.agent.config import EpisodeConfig
 from vrag_rl.agent.engine import EpisodeEngine
-from vrag_rl.agent.policies.step_recorder import StepRecordingPolicy, recording_policy
 from vrag_rl.agent.policies.token_recorder import GenerateOutput, TokenRecordingPolicy
+from vrag_rl.agent.policies.turn_recorder import TurnRecordingPolicy, recording_policy
 from vrag_rl.agent.policy import message_images
 from vrag_rl.agent.result import TURN_ACTIONS, EpisodeResultBase
 from vrag_rl.vrag.config import AgentConfig
@@ -82,7 +82,7 @@ class SpyPolicy:
         return None
 
 
-CONFIG = VimRAGConfig(max_steps=4, search_top_k=1, observation_max_pixels=64 * 28 * 28, seed=7,
+CONFIG = VimRAGConfig(max_turns=4, search_top_k=1, observation_max_pixels=64 * 28 * 28, seed=7,
                       energy=EnergyConfig(total_pixels=64 * 28 * 28, max_pixels_image=64 * 28 * 28))
 
 
@@ -103,9 +103,9 @@ def test_both_agents_are_the_engine_over_their_own_memory():
     shared = {f.name for f in dataclasses.fields(EpisodeConfig)}
     for config in (AgentConfig(), VimRAGConfig()):
         assert shared <= {f.name for f in dataclasses.fields(config)}
-    assert (AgentConfig(max_turns=3).turn_limit, VimRAGConfig(max_steps=5).turn_limit) == (3, 5)
-    with pytest.raises(ValueError, match="max_steps"):
-        VimRAGConfig(max_steps=0)
+    assert (AgentConfig(max_turns=3).turn_limit, VimRAGConfig(max_turns=5).turn_limit) == (3, 5)
+    with pytest.raises(ValueError, match="max_turns"):
+        VimRAGConfig(max_turns=0)
     with pytest.raises(ValueError, match="max_tokens"):
         VimRAGConfig(max_tokens=0)  # the shared check, once, in the base
 
@@ -113,12 +113,12 @@ def test_both_agents_are_the_engine_over_their_own_memory():
 def test_recording_policy_follows_the_memory(processor):
     generate = ScriptedGenerate(processor.tokenizer, [])
     assert isinstance(recording_policy(Transcript.appends_only, processor, generate), TokenRecordingPolicy)
-    assert isinstance(recording_policy(GraphMemory.appends_only, processor, generate), StepRecordingPolicy)
+    assert isinstance(recording_policy(GraphMemory.appends_only, processor, generate), TurnRecordingPolicy)
 
 
 def test_a_vimrag_episode_is_recorded_one_sample_per_model_call(processor, text_search_server):
     generate = ScriptedGenerate(processor.tokenizer, REPLIES)
-    recorder = StepRecordingPolicy(processor, generate)
+    recorder = TurnRecordingPolicy(processor, generate)
     spy = SpyPolicy(recorder)
     episode, events = asyncio.run(_vim_episode(spy, text_search_server.url))
     result = episode.result()
@@ -126,9 +126,9 @@ def test_a_vimrag_episode_is_recorded_one_sample_per_model_call(processor, text_
     assert isinstance(result, EpisodeResultBase)
 
     # one sample per model call, each with the prompt that call sent (not a growing conversation)
-    assert [s.index for s in recorder.steps] == [0, 1, 2] == [r.index for r in result.turn_records]
+    assert [s.index for s in recorder.turns] == [0, 1, 2] == [r.index for r in result.turn_records]
     image_pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
-    for step, messages, sent_ids in zip(recorder.steps, spy.sent, generate.prompts):
+    for step, messages, sent_ids in zip(recorder.turns, spy.sent, generate.prompts):
         assert step.prompt_ids == sent_ids  # the generator saw exactly the recorded prompt
         images = message_images(messages)
         assert [im.size for im in step.images] == [im.size for im in images]
@@ -139,7 +139,7 @@ def test_a_vimrag_episode_is_recorded_one_sample_per_model_call(processor, text_
         assert step.response_ids[-1] == processor.tokenizer.convert_tokens_to_ids("<|im_end|>")
         assert step.response_logprobs == [-0.25] * len(step.response_ids)
         assert (step.prompt_ids.count(image_pad) > 0) == bool(images)
-    texts = [processor.tokenizer.decode(s.prompt_ids) for s in recorder.steps]
+    texts = [processor.tokenizer.decode(s.prompt_ids) for s in recorder.turns]
     assert "<tool_response>" not in texts[0] and "<tool_response>" in texts[1]  # the search result waits
     # after memorising, the context is rebuilt from the graph: the summary is in it, the raw results are not
     assert "<tool_response>" not in texts[2] and "Kestrel Ridge makes 410 MW." in texts[2]
@@ -152,7 +152,7 @@ def test_a_vimrag_episode_is_recorded_one_sample_per_model_call(processor, text_
     assert [r.tool_calls for r in records] == [["add_search_node"], ["summarize_and_memorize"], ["add_answer_node"]]
     assert records[0].queries == ["Kestrel Ridge solar plant power"]
     assert records[0].retrieved == [result.graph.nodes["s1"].retrieved_ids] and result.retrieved_ranked
-    assert result.step_graph.answer_path() == {"root", "s1", "answer"}
+    assert result.credit_graph.answer_path() == {"root", "s1", "answer"}
 
 
 def test_the_growing_recorder_refuses_a_rebuilt_context(processor, text_search_server):

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from vrag_rl.agent.step_graph import StepGraph, StepNode
+from vrag_rl.agent.credit_graph import CreditGraph, GraphNode
 from vrag_rl.training.algos import (
     aggregate,
     entropy_from_logits,
-    ggpo_step_mask,
+    ggpo_node_mask,
     ggpo_turn_mask,
     grpo_advantages,
     low_var_kl,
@@ -57,39 +57,41 @@ def test_grpo_equals_verl(norm):
 # --------------------------------------------------------------------------------------------------- GGPO
 def _graph():
     # t0: search showing x_1 (a dead end); t1: search showing a_1; t2: crop of t1's page; t3: answer from t2
-    return StepGraph.build([
-        StepNode("t0", (), "search", (0,), ("x_1",)),
-        StepNode("t1", (), "search", (1,), ("a_1",)),
-        StepNode("t2", ("t1",), "crop", (2,), ("a_1",)),
-        StepNode("t3", ("t2",), "answer", (3,), ()),
+    return CreditGraph.build([
+        GraphNode("t0", (), "search", (0,), ("x_1",)),
+        GraphNode("t1", (), "search", (1,), ("a_1",)),
+        GraphNode("t2", ("t1",), "crop", (2,), ("a_1",)),
+        GraphNode("t3", ("t2",), "answer", (3,), ()),
     ], answer_id="t3")
 
 
 def test_ggpo_mask_hand_values():
     graph = _graph()
     # r = 1: prune what is off the root→answer path {t1, t2, t3}
-    assert ggpo_step_mask(graph, True, {"a_1"}) == {"t0": True, "t1": False, "t2": False, "t3": False}
+    assert ggpo_node_mask(graph, True, {"a_1"}) == {"t0": True, "t1": False, "t2": False, "t3": False}
     # r = 0: prune the steps that retrieved reference evidence
-    assert ggpo_step_mask(graph, False, {"a_1"}) == {"t0": False, "t1": True, "t2": True, "t3": False}
-    assert ggpo_step_mask(graph, False, {"z_9"}) == {"t0": False, "t1": False, "t2": False, "t3": False}
-    assert ggpo_turn_mask(graph, True, {"a_1"}, 4) == [True, False, False, False]
-    assert ggpo_turn_mask(graph, False, {"a_1"}, 4) == [False, True, True, False]
-    assert ggpo_turn_mask(graph, False, {"a_1"}, 5) == [False, True, True, False, False]  # unnamed turn kept
+    assert ggpo_node_mask(graph, False, {"a_1"}) == {"t0": False, "t1": True, "t2": True, "t3": False}
+    assert ggpo_node_mask(graph, False, {"z_9"}) == {"t0": False, "t1": False, "t2": False, "t3": False}
+    assert ggpo_turn_mask(graph, 4, True, {"a_1"}) == [True, False, False, False]
+    assert ggpo_turn_mask(graph, 4, False, {"a_1"}) == [False, True, True, False]
+    # a turn no node names (the fifth) is judged as a node neither on the path nor evidence: μ = 1[r = 1]
+    assert ggpo_turn_mask(graph, 5, False, {"a_1"}) == [False, True, True, False, False]
+    assert ggpo_turn_mask(graph, 5, True, {"a_1"}) == [True, False, False, False, True]
     with pytest.raises(ValueError):
-        ggpo_turn_mask(graph, True, set(), 2)
+        ggpo_turn_mask(graph, 2, True, set())
 
 
 def test_ggpo_takes_any_graph_and_multi_turn_steps():
     # a VimRAG-like graph: a memory node spanning two turns, with two parents
-    graph = StepGraph.build([
-        StepNode("s1", (), "search", (0,), ("p",)), StepNode("s2", (), "search", (1,), ("q",)),
-        StepNode("m", ("s1", "s2"), "memorize", (2, 3), ("p",)), StepNode("ans", ("m",), "answer", (4,)),
-        StepNode("dead", (), "search", (5,), ("r",)),
+    graph = CreditGraph.build([
+        GraphNode("s1", (), "search", (0,), ("p",)), GraphNode("s2", (), "search", (1,), ("q",)),
+        GraphNode("m", ("s1", "s2"), "memorize", (2, 3), ("p",)), GraphNode("ans", ("m",), "answer", (4,)),
+        GraphNode("dead", (), "search", (5,), ("r",)),
     ], answer_id="ans")
-    assert ggpo_turn_mask(graph, True, set(), 6) == [False, False, False, False, False, True]
-    assert ggpo_turn_mask(graph, False, {"p"}, 6) == [True, False, True, True, False, False]
-    no_answer = StepGraph.build([StepNode("s1", (), "search", (0,), ("p",))])
-    assert ggpo_step_mask(no_answer, True, set()) == {"s1": True}
+    assert ggpo_turn_mask(graph, 6, True, set()) == [False, False, False, False, False, True]
+    assert ggpo_turn_mask(graph, 6, False, {"p"}) == [True, False, True, True, False, False]
+    no_answer = CreditGraph.build([GraphNode("s1", (), "search", (0,), ("p",))])
+    assert ggpo_node_mask(no_answer, True, set()) == {"s1": True}
 
 
 # ------------------------------------------------------------------------------------------------- losses

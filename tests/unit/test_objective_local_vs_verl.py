@@ -23,8 +23,8 @@ from vrag_rl.agent.result import TurnRecord  # noqa: E402
 from vrag_rl.training.algos import AlgorithmSettings, AlgorithmSettingsError, algorithm_settings, policy_objective  # noqa: E402
 from vrag_rl.training.rewards import RewardReference  # noqa: E402
 from vrag_rl.training.rollout import Trajectory  # noqa: E402
+from vrag_rl.vrag.credit_graph import vrag_credit_graph  # noqa: E402
 from vrag_rl.vrag.result import EpisodeResult
-from vrag_rl.vrag.step_graph import vrag_step_graph  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG_DIR = REPO / "configs" / "verl"
@@ -144,7 +144,7 @@ def _trajectory_with_a_wasted_turn() -> tuple[Trajectory, RewardReference]:
              TurnRecord(2, "answer", "<answer>x</answer>", True)]
     result = EpisodeResult(episode_id="e", question="q", answer="x", status="answered", evidence=[], events=[],
                            messages=[], images=[], turns=3, elapsed_s=0.0, turn_records=turns,
-                           step_graph=vrag_step_graph(turns, {"img-0": "gold_p1"}))
+                           credit_graph=vrag_credit_graph(turns, {"img-0": "gold_p1"}))
     t = Trajectory("g", 0, [1, 2], [5] * 30, [1] * 30, [-0.1] * 30, [(0, 10), (10, 20), (20, 30)], [], result)
     t.reward = SimpleNamespace(outcome=0.6)  # a graded outcome: correct at the shared default threshold 0.5
     reference = RewardReference(answer="x", reference_pages=["gold_p1"])

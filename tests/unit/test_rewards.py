@@ -8,8 +8,8 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from vrag_rl.agent.credit_graph import CreditGraph
 from vrag_rl.agent.result import TurnRecord
-from vrag_rl.agent.step_graph import StepGraph
 from vrag_rl.training.rewards import (
     JudgeConfig,
     RewardConfig,
@@ -32,7 +32,7 @@ def _result(records, answer="42 million", status="answered", shown=("x_1", "a_1"
     evidence = [{"page_id": p, "image_path": "", "crops": []} for p in shown]
     return EpisodeResult(episode_id="e", question="What is the revenue?", answer=answer, status=status,
                          evidence=evidence, events=[], messages=[], images=[], turns=len(records), elapsed_s=0.0,
-                         turn_records=records, step_graph=StepGraph())
+                         turn_records=records, credit_graph=CreditGraph())
 
 
 GOOD = [_turn(0, "search", retrieved=[["x_1", "a_1", "b_1"]]), _turn(1, "search", retrieved=[["a_1", "c_1"]]),

@@ -24,8 +24,8 @@ pytest.importorskip("verl")
 
 import torch  # noqa: E402
 
+from vrag_rl.agent.credit_graph import CreditGraph, GraphNode  # noqa: E402
 from vrag_rl.agent.result import TurnRecord  # noqa: E402
-from vrag_rl.agent.step_graph import StepGraph, StepNode  # noqa: E402
 from vrag_rl.training.data import convert_records, write_parquet  # noqa: E402
 from vrag_rl.training.rewards import RewardBreakdown  # noqa: E402
 from vrag_rl.vrag.result import EpisodeResult
@@ -59,7 +59,7 @@ def _episode(name: str) -> tuple[EpisodeResult, list[tuple[int, int]]]:
         records.append(TurnRecord(index=i, action=action, reply=f"<{action}>", valid=action != "invalid",
                                   retrieved=[[page, "other_9"]] if page else [],
                                   shown_image_ids=[f"img-{i}"] if page else []))
-        nodes.append(StepNode(f"t{i}", ("root",), action, (i,), (page,) if page else ()))
+        nodes.append(GraphNode(f"t{i}", ("root",), action, (i,), (page,) if page else ()))
         if page:
             shown.append(page)
     answer_id = None
@@ -67,11 +67,11 @@ def _episode(name: str) -> tuple[EpisodeResult, list[tuple[int, int]]]:
         i = len(steps)
         records.append(TurnRecord(index=i, action="answer", reply=f"<answer>{answer}</answer>", valid=True))
         answer_id = f"t{i}"
-        nodes.append(StepNode(answer_id, (f"t{i - 1}",), "answer", (i,), ()))  # builds on the last image's step
+        nodes.append(GraphNode(answer_id, (f"t{i - 1}",), "answer", (i,), ()))  # builds on the last image's step
     result = EpisodeResult(episode_id=name, question="q", answer=answer, status="answered" if answer else "failed",
                            evidence=[{"page_id": p} for p in shown], events=[], messages=[], images=[],
                            turns=len(records), elapsed_s=0.0, turn_records=records,
-                           step_graph=StepGraph.build(nodes, answer_id))
+                           credit_graph=CreditGraph.build(nodes, answer_id))
     spans = [(k * (TURN + OBS), k * (TURN + OBS) + TURN) for k in range(len(records))]
     return result, spans
 

@@ -79,7 +79,7 @@ def _check_dry_run(script: str, out: str, env: dict[str, str]) -> None:
     assert cfg["actor_rollout_ref"]["rollout"]["agent"]["default_agent_loop"] == \
         ("vimrag_agent" if vimrag else "vrag_agent")
     if vimrag:
-        assert cfg["trainer"]["use_v1"] and cfg["vimrag"]["agent"]["max_steps"] >= 1
+        assert cfg["trainer"]["use_v1"] and cfg["vimrag"]["agent"]["max_turns"] >= 1
     reward_file = REPO / "vrag_rl" / "training" / "verl_plugins" / "reward.py"
     assert cfg["reward"]["custom_reward_function"]["path"] == str(reward_file)
     assert out.count("rows OK") == 2, script  # both parquet files were checked

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from vimrag.graph import GraphError, MemoryGraph, MemoryItem
-from vrag_rl.agent.step_graph import StepGraph
+from vrag_rl.agent.credit_graph import CreditGraph
 
 
 def _page(node: str, label: str, ref: str, priority: float = 5, **extra) -> MemoryItem:
@@ -49,15 +49,15 @@ def test_graph_built_from_a_scripted_episode():
 
 
 def test_step_graph_export_for_ggpo():
-    step_graph = scripted_graph().to_step_graph()
-    assert isinstance(step_graph, StepGraph)
-    assert step_graph.answer_id == "answer"
-    assert step_graph.answer_path() == {"root", "s1", "s2", "answer"}
-    nodes = step_graph.nodes
+    credit_graph = scripted_graph().to_credit_graph()
+    assert isinstance(credit_graph, CreditGraph)
+    assert credit_graph.answer_id == "answer"
+    assert credit_graph.answer_path() == {"root", "s1", "s2", "answer"}
+    nodes = credit_graph.nodes
     assert nodes["s1"].turn_indices == (0, 1) and nodes["s2"].turn_indices == (2, 3)
     assert nodes["s2"].evidence_ids == ("solar_brief_4",) and nodes["s3"].evidence_ids == ()
     assert nodes["s2"].kind == "search" and nodes["answer"].parent_ids == ("s2",)
-    assert StepGraph.from_dict(step_graph.to_dict()).answer_path() == step_graph.answer_path()
+    assert CreditGraph.from_dict(credit_graph.to_dict()).answer_path() == credit_graph.answer_path()
 
 
 @pytest.mark.parametrize("parents, message", [
@@ -131,13 +131,13 @@ def test_json_round_trip_keeps_everything():
 
 def test_ggpo_masks_read_the_memory_graph():
     """The RL core's GGPO mask consumes the exported graph: dead ends pruned when right, evidence steps when wrong."""
-    from vrag_rl.training.algos.ggpo import ggpo_step_mask, ggpo_turn_mask
+    from vrag_rl.training.algos.ggpo import ggpo_node_mask, ggpo_turn_mask
 
     graph = scripted_graph()
-    steps = graph.to_step_graph()
-    assert ggpo_step_mask(steps, True, set()) == {"s1": False, "s2": False, "s3": True, "answer": False}
-    assert ggpo_step_mask(steps, False, {"solar_brief_4"}) == {"s1": False, "s2": True, "s3": False,
+    steps = graph.to_credit_graph()
+    assert ggpo_node_mask(steps, True, set()) == {"s1": False, "s2": False, "s3": True, "answer": False}
+    assert ggpo_node_mask(steps, False, {"solar_brief_4"}) == {"s1": False, "s2": True, "s3": False,
                                                               "answer": False}
     # turns 2 and 3 belong to s2 and s3 together (two searches in one step): pruned only if both are
-    assert ggpo_turn_mask(steps, True, set(), 5) == [False, False, False, False, False]
-    assert ggpo_turn_mask(steps, False, {"solar_brief_4", "solar_brief_3"}, 5) == [True, True, False, False, False]
+    assert ggpo_turn_mask(steps, 5, True, set()) == [False, False, False, False, False]
+    assert ggpo_turn_mask(steps, 5, False, {"solar_brief_4", "solar_brief_3"}) == [True, True, False, False, False]

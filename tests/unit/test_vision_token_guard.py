@@ -22,10 +22,10 @@ from vrag_rl.agent.policies.token_recorder import (
 )
 from vrag_rl.agent.policy import PolicyError, SamplingParams
 from vrag_rl.training.rollout import RolloutTask, model_inputs
-from vrag_rl.vrag.rollout import run_one
 from vrag_rl.training.verl_plugins.generate import ServerFields, ServerManagerGenerate, logit_bias_against
 from vrag_rl.vrag.config import AgentConfig
 from vrag_rl.vrag.prompts import Prompts
+from vrag_rl.vrag.rollout import run_one
 
 SEARCH = "<think>look</think><search>Acme Robotics total revenue 2023</search>"
 

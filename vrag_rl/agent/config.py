@@ -45,7 +45,7 @@ class EpisodeConfig:
 
     def __post_init__(self) -> None:
         if self.turn_limit < 1:
-            raise ValueError("the turn limit (max_turns / max_steps) must be at least 1")
+            raise ValueError("the turn limit (max_turns / max_turns) must be at least 1")
         if self.search_top_k < 1:
             raise ValueError("search_top_k must be at least 1")
         if self.max_tokens < 1 or (self.max_episode_tokens is not None and self.max_episode_tokens < 1):

@@ -16,10 +16,10 @@ Both are a `Memory` (what the model sees next, what a reply, a tool result or fe
 it, what the evidence is, which steps built on which) plus the subclass's `_act` (parse the reply,
 run its tools). `Memory.appends_only` tells a token recorder what it is recording: one growing
 conversation (one sample per episode: `TokenRecordingPolicy`) or a fresh prompt per model call
-(one sample per call: `vrag_rl.agent.policies.step_recorder.StepRecordingPolicy`);
-`step_recorder.recording_policy(memory.appends_only, ...)` picks the right one. Each model call is one
+(one sample per call: `vrag_rl.agent.policies.turn_recorder.TurnRecordingPolicy`);
+`turn_recorder.recording_policy(memory.appends_only, ...)` picks the right one. Each model call is one
 `TurnRecord` (index = the call's index), so a recorded step, its turn record and its node in the
-step graph (`StepNode.turn_indices`) line up — what GGPO on VimRAG's memory graph needs.
+credit graph (`GraphNode.turn_indices`) line up — what GGPO on VimRAG's memory graph needs.
 """
 from __future__ import annotations
 
@@ -34,11 +34,11 @@ from PIL import Image
 
 from search_engine.client import SearchClient, SearchError, SearchResultPage
 from vrag_rl.agent.config import EpisodeConfig
+from vrag_rl.agent.credit_graph import CreditGraph
 from vrag_rl.agent.events import AgentEvent, EpisodeFinished, EpisodeStarted, EpisodeStatus, ErrorEvent
 from vrag_rl.agent.page_images import PageImageStore
 from vrag_rl.agent.policy import Message, Policy, PolicyError, PolicyReply
 from vrag_rl.agent.result import EpisodeResultBase, TurnRecord
-from vrag_rl.agent.step_graph import StepGraph
 
 
 class Memory(Protocol):
@@ -62,7 +62,7 @@ class Memory(Protocol):
         """What the answer rests on (per page, or per memorised item)."""
         ...
 
-    def step_graph(self, records: list[TurnRecord]) -> StepGraph:
+    def credit_graph(self, records: list[TurnRecord]) -> CreditGraph:
         """Which step built on which (what GGPO reads), given the episode's turn records."""
         ...
 
@@ -286,8 +286,8 @@ class EpisodeEngine:
     def evidence(self) -> list[dict[str, Any]]:
         return self.memory.evidence()
 
-    def step_graph(self) -> StepGraph:
-        return self.memory.step_graph(self.turn_records)
+    def credit_graph(self) -> CreditGraph:
+        return self.memory.credit_graph(self.turn_records)
 
     def _emit(self, event: EventT) -> EventT:
         self.events.append(event)

@@ -2,7 +2,7 @@
 
 `EpisodeResultBase` is what every agent's result has (both agents run on one engine,
 `vrag_rl.agent.engine`): the answer, the status, the events, the turn records, the evidence and the
-step graph GGPO reads. `vrag_rl.vrag.result.EpisodeResult` adds the VRAG agent's transcript and images;
+credit graph GGPO reads. `vrag_rl.vrag.result.EpisodeResult` adds the VRAG agent's transcript and images;
 `vimrag.result.VimRAGResult` adds the memory graph.
 """
 from __future__ import annotations

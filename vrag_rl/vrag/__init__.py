@@ -2,8 +2,8 @@
 
 `VRAG` (agent.py) is the public class; `Episode` (loop.py) its turn logic and tools on the kit's
 `EpisodeEngine`; `Transcript` (transcript.py) its memory; `Prompts` (prompts.py) every word it sends;
-`AgentConfig` (config.py) its knobs; `EpisodeResult` (result.py) what it returns; `vrag_step_graph`
-(step_graph.py) the rule that turns its records into the step graph GGPO reads.
+`AgentConfig` (config.py) its knobs; `EpisodeResult` (result.py) what it returns; `vrag_credit_graph`
+(credit_graph.py) the rule that turns its records into the credit graph GGPO reads.
 """
 from vrag_rl.vrag.config import AgentConfig
 from vrag_rl.vrag.prompts import Prompts

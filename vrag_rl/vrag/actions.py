@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 # What a reply asks for. The <bbox> tag asks for a crop: "crop" is the action's one name, here as in
-# turn records, the step graph and events (`vrag_rl.agent.result.TurnAction`).
+# turn records, the credit graph and events (`vrag_rl.agent.result.TurnAction`).
 ActionKind = Literal["search", "crop", "answer", "invalid"]
 
 _TAG = re.compile(r"<(/?)(think|search|bbox|answer)\s*>", re.IGNORECASE)

@@ -184,7 +184,7 @@ class Episode(EpisodeEngine):
 
     def result(self) -> EpisodeResult:
         return EpisodeResult(**self.base_result_fields(), messages=self.memory.log_messages,
-                             images=list(self.memory.images), step_graph=self.step_graph())
+                             images=list(self.memory.images), credit_graph=self.credit_graph())
 
 
 def _image_part(ref: ImageRef) -> dict[str, Any]:

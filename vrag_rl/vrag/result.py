@@ -1,12 +1,12 @@
-"""What a VRAG episode returns: the shared result fields plus its transcript, its images and its step graph."""
+"""What a VRAG episode returns: the shared result fields plus its transcript, its images and its credit graph."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from vrag_rl.agent.credit_graph import CreditGraph
 from vrag_rl.agent.events import ImageRef
 from vrag_rl.agent.result import EpisodeResultBase
-from vrag_rl.agent.step_graph import StepGraph
 
 
 @dataclass(kw_only=True)
@@ -15,7 +15,7 @@ class EpisodeResult(EpisodeResultBase):
 
     messages: list[dict[str, Any]] = field(default_factory=list)  # images as {"type": "image_ref", "image_id"}
     images: list[ImageRef] = field(default_factory=list)
-    step_graph: StepGraph = field(default_factory=StepGraph)
+    credit_graph: CreditGraph = field(default_factory=CreditGraph)
 
     @classmethod
     def failure(cls, question: str, error: str, episode_id: str = "") -> EpisodeResult:
@@ -25,5 +25,5 @@ class EpisodeResult(EpisodeResultBase):
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.base_dict(), "retrieved_page_ids": self.retrieved_page_ids,
-                "step_graph": self.step_graph.to_dict(), "images": [i.to_dict() for i in self.images],
+                "credit_graph": self.credit_graph.to_dict(), "images": [i.to_dict() for i in self.images],
                 "messages": self.messages, "events": [e.to_dict() for e in self.events]}

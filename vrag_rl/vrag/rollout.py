@@ -18,9 +18,9 @@ from vrag_rl.agent.policies.token_recorder import GenerateFn, TokenRecordingPoli
 from vrag_rl.training.rollout.task import RolloutTask, episode_seed
 from vrag_rl.training.rollout.trajectory import Trajectory
 from vrag_rl.vrag.config import AgentConfig
+from vrag_rl.vrag.credit_graph import vrag_credit_graph
 from vrag_rl.vrag.loop import Episode
 from vrag_rl.vrag.prompts import Prompts
-from vrag_rl.vrag.step_graph import vrag_step_graph
 
 
 async def run_one(task: RolloutTask, index: int, processor: Any, generate: GenerateFn, search: SearchClient,
@@ -33,8 +33,8 @@ async def run_one(task: RolloutTask, index: int, processor: Any, generate: Gener
     async for _event in episode.run():
         pass
     result = episode.result()
-    # the graph GGPO prunes on: answer edges to every step the model could have read (vrag_step_graph)
-    result = replace(result, step_graph=vrag_step_graph(result.turn_records,
+    # the graph GGPO prunes on: answer edges to every step the model could have read (vrag_credit_graph)
+    result = replace(result, credit_graph=vrag_credit_graph(result.turn_records,
                                                         {ref.image_id: ref.page_id for ref in result.images}))
     return Trajectory(group_id=task.group_id, index=index, prompt_ids=list(recorder.prompt_ids),
                       response_ids=list(recorder.response_ids), response_mask=list(recorder.response_mask),

@@ -1,22 +1,22 @@
-"""The VRAG agent's memory: one growing transcript, its images, its evidence and its step graph.
+"""The VRAG agent's memory: one growing transcript, its images, its evidence and its credit graph.
 
 What the model sees next is everything so far: the instructions and question, then each reply and
 each observation (page images, crops, feedback) appended in order — never edited, which is what the
 token recorder relies on (`appends_only`). The evidence is every page shown, with the regions
-cropped from it; the step graph is built from the turn records by the one VRAG rule
-(`vrag_rl.agent.step_graph.vrag_step_graph`: a crop builds on the turn that showed its source image,
+cropped from it; the credit graph is built from the turn records by the one VRAG rule
+(`vrag_rl.agent.credit_graph.vrag_credit_graph`: a crop builds on the turn that showed its source image,
 the answer on every turn that put an image into the context), the same in evaluation and training.
 """
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from vrag_rl.agent.credit_graph import CreditGraph
 from vrag_rl.agent.events import ImageRef
 from vrag_rl.agent.policy import Message, text_part
 from vrag_rl.agent.result import TurnRecord
-from vrag_rl.agent.step_graph import StepGraph
+from vrag_rl.vrag.credit_graph import vrag_credit_graph
 from vrag_rl.vrag.prompts import Prompts
-from vrag_rl.vrag.step_graph import vrag_step_graph
 
 
 class Transcript:
@@ -49,9 +49,9 @@ class Transcript:
         return [{"page_id": pid, "image_path": self.page_paths.get(pid, ""), "crops": self.crops_by_page.get(pid, [])}
                 for pid in self.page_order]
 
-    def step_graph(self, records: list[TurnRecord]) -> StepGraph:
+    def credit_graph(self, records: list[TurnRecord]) -> CreditGraph:
         """The turn graph of `records` (see the module doc)."""
-        return vrag_step_graph(records, {ref.image_id: ref.page_id for ref in self.images})
+        return vrag_credit_graph(records, {ref.image_id: ref.page_id for ref in self.images})
 
     # ---- what the tools add --------------------------------------------------------------------------------
     def add_user(self, content: list[dict[str, Any]]) -> None:

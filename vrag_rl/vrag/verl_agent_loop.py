@@ -11,7 +11,7 @@ row's `agent_name` column) and awaits `run(sampling_params, **row)`. It is an ad
   reward workers call `vrag_rl/training/verl_plugins/reward.py` with the same function);
 - GGPO: `Trajectory.pruned_turns` (the local trainer's call too, with the same `AlgorithmSettings`)
   decides the pruned turns; their tokens get mask 0 here, because verl's advantage estimators never
-  see the step graph (the `ggpo` estimator then reads the mask);
+  see the credit graph (the `ggpo` estimator then reads the mask);
 - what verl's trainer reads of the generations (`global_steps`, `min_global_steps`,
   `max_global_steps`, speculative-decoding counts; `num_preempted` in the metrics) is passed on from
   the server's outputs (`generate.ServerFields`): the v1 trainer (verl's default) tags every
@@ -104,7 +104,7 @@ class VRAGAgentLoop(EpisodeAgentLoop):
         extra_fields: dict[str, Any] = {
             **self.episode_fields(generate, kwargs.get("global_steps"), result, pruned, trajectory.pages_per_turn),
             "shown_pages": list(result.retrieved_page_ids),
-            "step_graph": result.step_graph.to_dict(),
+            "credit_graph": result.credit_graph.to_dict(),
             RECORD_KEY: episode_record(result, settings.reward, vars(settings.judge)),
         }
         reward_score = None

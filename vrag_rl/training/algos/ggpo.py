@@ -1,54 +1,63 @@
-"""GGPO's prune mask (VimRAG, Graph-Guided Policy Optimization) over a `StepGraph`.
+"""GGPO's prune mask (VimRAG's Graph-Guided Policy Optimization) over a `CreditGraph`: one rule, both agents.
 
     μ_t = 1[r = 1] · 1[v_t ∉ P_ans] + 1[r = 0] · 1[v_t ∈ R_val]
 
-μ_t = 1 removes step t from the policy loss (the loss is multiplied by 1 − μ_t):
-- in a *correct* trajectory (r = 1), steps off the root→answer path P_ans — dead ends — get no
-  positive gradient;
-- in a *wrong* trajectory (r = 0), steps that retrieved reference evidence (R_val) get no negative
+μ_t = 1 removes turn t (a model call) from the policy loss (the loss is multiplied by 1 − μ_t):
+- in a *correct* trajectory (r = 1), turns whose nodes are off the root→answer path P_ans — dead ends — get
+  no positive gradient;
+- in a *wrong* trajectory (r = 0), turns whose nodes retrieved reference evidence (R_val) get no negative
   gradient: they did the right thing even though the answer failed.
 
-The definitions, for any agent that hands over a `StepGraph` (VimRAG hands its memory graph):
-- a *step* is a node of the graph; its tokens are those of the model turns in `turn_indices`;
-- the *answer path* is the answer node and every node it transitively builds on (`answer_path()`);
-  a trajectory with no answer node has an empty path (so, if it were counted correct, every step
-  would be pruned — the trainer only calls it correct when the outcome is);
-- a step *retrieved reference evidence* when its `evidence_ids` meet the reference pages.
-For the VRAG agent (`vrag_rl.agent.step_graph.vrag_step_graph`): a search step builds on the root and
-its evidence is the pages it showed; a crop builds on the step that showed the image it cuts, its
-evidence the page it cuts from; the answer builds on every step that put an image into its context
-(what the model could have read). So in a correct episode the pruned steps are those that added
-nothing the model could read (failed or empty searches, invalid replies), never the step that showed
-the evidence; in a wrong one, the steps that showed a reference page keep their tokens out of the
-negative gradient.
+The definitions, for any agent that hands over a `CreditGraph` (glossary: docs/architecture.md):
+- a *node* of the graph names the turns that built it (`turn_indices`); the VRAG agent builds one node per
+  turn (`vrag_rl.vrag.credit_graph.vrag_credit_graph`), VimRAG's memory graph nodes are built by one or two
+  turns each (`vimrag.rollout.memory_credit_graph`);
+- the *answer path* is the answer node and every node it transitively builds on (`answer_path()`); a
+  trajectory with no answer node has an empty path (so, if it were counted correct, every turn would be
+  pruned — the trainer only calls it correct when the outcome is);
+- a node *retrieved reference evidence* when its `evidence_ids` meet the reference pages.
+
+From nodes to turns (`ggpo_turn_mask`, the one function the local trainer and both verl agent loops call):
+- a turn that built several nodes (memorised one, opened the next) is pruned only when every one of them is
+  (the conservative reading: a turn that also built something worth keeping keeps its gradient);
+- a turn that **no node names** (an unusable reply, a call whose action was cut off) is judged as the formula
+  judges a node that is neither on the answer path nor retrieved evidence: μ = 1[r = 1]. It is pruned in a
+  correct trajectory (no credit for a call that built nothing) and kept in a wrong one (its negative gradient
+  stays). The VRAG graph names every turn, so this case arises only for agents whose graph does not.
 """
 from __future__ import annotations
 
-from vrag_rl.agent.step_graph import StepGraph
+from collections.abc import Iterable
+
+from vrag_rl.agent.credit_graph import CreditGraph
 
 
-def ggpo_step_mask(graph: StepGraph, correct: bool, reference_evidence: set[str]) -> dict[str, bool]:
-    """step id → True when GGPO prunes the step from the loss (μ = 1)."""
+def ggpo_node_mask(graph: CreditGraph, correct: bool, reference_evidence: Iterable[str]) -> dict[str, bool]:
+    """node id → True when GGPO prunes the node (μ = 1)."""
     path = graph.answer_path()
     evidence = set(reference_evidence)
     mask: dict[str, bool] = {}
-    for node in graph.steps():
+    for node in graph.non_root_nodes():
         if correct:
-            mask[node.step_id] = node.step_id not in path
+            mask[node.node_id] = node.node_id not in path
         else:
-            mask[node.step_id] = bool(evidence.intersection(node.evidence_ids))
+            mask[node.node_id] = bool(evidence.intersection(node.evidence_ids))
     return mask
 
 
-def ggpo_turn_mask(graph: StepGraph, correct: bool, reference_evidence: set[str], num_turns: int) -> list[bool]:
-    """Per model turn, True when pruned. A turn belonging to several steps is pruned only when all of them
-    are; a turn no step names is kept (it is trained as in GRPO).
-    """
-    steps = ggpo_step_mask(graph, correct, reference_evidence)
-    verdicts: list[list[bool]] = [[] for _ in range(num_turns)]
-    for node in graph.steps():
+def turn_nodes(graph: CreditGraph, num_turns: int) -> list[tuple[str, ...]]:
+    """Per turn, the ids of the graph nodes it built, in graph order; raises on a turn index out of range."""
+    nodes: list[list[str]] = [[] for _ in range(num_turns)]
+    for node in graph.non_root_nodes():
         for turn in node.turn_indices:
             if not 0 <= turn < num_turns:
-                raise ValueError(f"step {node.step_id!r} names turn {turn}, but the trajectory has {num_turns}")
-            verdicts[turn].append(steps[node.step_id])
-    return [bool(v) and all(v) for v in verdicts]
+                raise ValueError(f"node {node.node_id!r} names turn {turn}, but the trajectory has {num_turns}")
+            nodes[turn].append(node.node_id)
+    return [tuple(n) for n in nodes]
+
+
+def ggpo_turn_mask(graph: CreditGraph, num_turns: int, correct: bool,
+                   reference_evidence: Iterable[str]) -> list[bool]:
+    """μ_t for every turn (True = pruned from the loss); see the module docstring for the rule."""
+    pruned = ggpo_node_mask(graph, correct, reference_evidence)
+    return [all(pruned[node] for node in nodes) if nodes else correct for nodes in turn_nodes(graph, num_turns)]

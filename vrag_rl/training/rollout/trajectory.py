@@ -2,7 +2,7 @@
 
 It keeps the token record (`prompt_ids`, `response_ids`, `response_mask`, `response_logprobs`,
 `turn_spans`), the images the model saw, and the `EpisodeResult` (turn records with the pages
-retrieved per turn in rank order, crops, the step graph) — everything the reward and GGPO need.
+retrieved per turn in rank order, crops, the credit graph) — everything the reward and GGPO need.
 """
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typing import Any, Protocol
 
 from PIL import Image
 
+from vrag_rl.agent.credit_graph import CreditGraph
 from vrag_rl.agent.policies.local_transformers import expected_image_tokens, image_token_id, vision_inputs
 from vrag_rl.agent.result import TurnRecord
-from vrag_rl.agent.step_graph import StepGraph
 from vrag_rl.training.algos.ggpo import ggpo_turn_mask
 from vrag_rl.training.algos.settings import AlgorithmSettings
 from vrag_rl.vrag.result import EpisodeResult
@@ -40,8 +40,8 @@ class Trajectory:
         return self.result.turn_records
 
     @property
-    def step_graph(self) -> StepGraph:
-        return self.result.step_graph
+    def credit_graph(self) -> CreditGraph:
+        return self.result.credit_graph
 
     @property
     def pages_per_turn(self) -> list[list[list[str]]]:
@@ -57,12 +57,12 @@ class Trajectory:
         return sum(self.response_mask)
 
     def ggpo_pruned_turns(self, correct: bool, reference_evidence: set[str]) -> list[int]:
-        """The model turns GGPO removes from the loss (VimRAG's μ = 1), decided on the step graph.
+        """The model turns GGPO removes from the loss (VimRAG's μ = 1), decided on the credit graph.
 
         One place for the local trainer and the verl agent loop, so both prune the same turns.
         """
         n_turns = max(len(self.turn_spans), len(self.turn_records))
-        mask = ggpo_turn_mask(self.step_graph, correct, set(reference_evidence), n_turns)
+        mask = ggpo_turn_mask(self.credit_graph, n_turns, correct, reference_evidence)
         return [turn for turn in range(len(self.turn_spans)) if mask[turn]]
 
     def pruned_turns(self, settings: AlgorithmSettings, outcome: float | None,

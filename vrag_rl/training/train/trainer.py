@@ -10,7 +10,7 @@ Why not TRL: TRL 1.16's `GRPOTrainer` (which fits beside transformers 5.10 and h
   whole completion, not one per step/segment (GGPO's paper form; the objective now used here is
   verl's sequence-level GSPO, so this point alone would no longer rule TRL out);
 - the loss mask is fixed before rewards and advantages are known, while GGPO's prune mask μ depends
-  on the reward (r = 1 prunes dead ends, r = 0 prunes evidence-finding steps) and on the step graph,
+  on the reward (r = 1 prunes dead ends, r = 0 prunes evidence-finding steps) and on the credit graph,
   which TRL has no place for;
 - its built-in multi-turn loop parses OpenAI-style tool calls through the chat template's response
   schema, not VRAG's `<search>` / `<bbox>` / `<answer>` protocol, so the shared `Episode` loop could

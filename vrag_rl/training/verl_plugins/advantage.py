@@ -1,7 +1,7 @@
 """`algorithm.adv_estimator=ggpo`: GGPO's advantage, registered with verl's `register_adv_est`.
 
 verl hands a custom estimator only tensors (`token_level_rewards`, `response_mask`, `index`,
-`config`), never the step graph (reference §2, the `compute_advantage` caveat). So GGPO is split
+`config`), never the credit graph (reference §2, the `compute_advantage` caveat). So GGPO is split
 where the information lives: the `vrag_agent` loop, which has the graph and the reward, zeroes the
 pruned turns in `response_mask` (the (1 − μ) factor); this estimator is the group-relative outcome
 advantage (`vrag_rl.training.algos.grpo_advantages`, equal to verl's GRPO) broadcast over that mask. verl's

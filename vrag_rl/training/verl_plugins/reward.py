@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from vrag_rl.agent.credit_graph import CreditGraph
 from vrag_rl.agent.result import TurnRecord
-from vrag_rl.agent.step_graph import StepGraph
 from vrag_rl.training.rewards import RewardReference, score_episode
 from vrag_rl.training.verl_plugins.settings import build_reward_config
 from vrag_rl.vrag.result import EpisodeResult
@@ -28,7 +28,7 @@ def episode_record(result: Any, reward: dict[str, Any], judge: dict[str, Any]) -
     """What the reward needs of an episode, JSON-ready (no pixels, no messages)."""
     return {"question": result.question, "answer": result.answer, "status": result.status,
             "turn_records": [asdict(r) for r in result.turn_records],
-            "shown_pages": list(result.retrieved_page_ids), "step_graph": result.step_graph.to_dict(),
+            "shown_pages": list(result.retrieved_page_ids), "credit_graph": result.credit_graph.to_dict(),
             "reward": dict(reward), "judge": dict(judge)}
 
 
@@ -39,7 +39,7 @@ def episode_from_record(record: dict[str, Any]) -> EpisodeResult:
                          evidence=[{"page_id": p} for p in record["shown_pages"]], events=[], messages=[], images=[],
                          turns=len(record["turn_records"]), elapsed_s=0.0,
                          turn_records=[TurnRecord(**r) for r in record["turn_records"]],
-                         step_graph=StepGraph.from_dict(record["step_graph"]))
+                         credit_graph=CreditGraph.from_dict(record["credit_graph"]))
 
 
 def reference_from_extra_info(extra_info: dict[str, Any], ground_truth: Any = None) -> RewardReference:

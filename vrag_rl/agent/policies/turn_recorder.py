@@ -1,15 +1,15 @@
-"""`StepRecordingPolicy`: token recording for agents whose context is rebuilt at every model call.
+"""`TurnRecordingPolicy`: token recording for agents whose context is rebuilt at every model call.
 
 `TokenRecordingPolicy` records one growing conversation: it needs every call's messages to extend
 the previous call's (the VRAG transcript does). VimRAG rebuilds its context from the memory graph at
 every call (`vimrag.memory.GraphMemory`, `appends_only = False`), so one growing record would train
-on a conversation the model never saw. Here every model call is recorded as its own step with its
+on a conversation the model never saw. Here every model call is recorded as its own turn with its
 own prompt — prompt ids (graph JSON + the memory images of that call), the sampled ids, logprobs and
 images — by a fresh `TokenRecordingPolicy` per call, so the tokenisation, the image-token expansion,
 the vision-token guard and the end-of-turn handling are exactly the growing recorder's.
 `recording_policy()` picks the recorder a memory needs (`Memory.appends_only`, `vrag_rl.agent.engine`).
 
-Each step's sampling seed is derived from the episode's seed and the step's index, as the growing
+Each turn's sampling seed is derived from the episode's seed and the turn's index, as the growing
 recorder derives a turn's, so an episode is reproducible whatever order concurrent episodes reach
 the model in.
 """
@@ -25,7 +25,7 @@ from vrag_rl.agent.policy import Message, Policy, PolicyReply, SamplingParams
 
 
 @dataclass
-class RecordedStep:
+class RecordedTurn:
     """One model call as a training sample: its own prompt, the sampled reply, the images of the prompt."""
 
     index: int  # the model call's 0-based index (= `TurnRecord.index` of the episode)
@@ -36,19 +36,19 @@ class RecordedStep:
     finish_reason: str | None = None
 
 
-class StepRecordingPolicy:
-    """Policy over a `GenerateFn`; after the episode read `steps` (one `RecordedStep` per model call)."""
+class TurnRecordingPolicy:
+    """Policy over a `GenerateFn`; after the episode read `turns` (one `RecordedTurn` per model call)."""
 
     def __init__(self, processor: Any, generate: GenerateFn):
         self.processor = processor
         self.generate = generate
-        self.steps: list[RecordedStep] = []
+        self.turns: list[RecordedTurn] = []
 
     async def complete(self, messages: list[Message], sampling: SamplingParams) -> PolicyReply:
-        index = len(self.steps)
+        index = len(self.turns)
         recorder = TokenRecordingPolicy(self.processor, self.generate)
         reply = await recorder.complete(messages, replace(sampling, seed=turn_seed(sampling.seed, index)))
-        self.steps.append(RecordedStep(index=index, prompt_ids=list(recorder.prompt_ids),
+        self.turns.append(RecordedTurn(index=index, prompt_ids=list(recorder.prompt_ids),
                                        response_ids=list(recorder.response_ids),
                                        response_logprobs=list(recorder.response_logprobs),
                                        images=list(recorder.images), finish_reason=recorder.finish_reasons[-1]))
@@ -62,4 +62,4 @@ def recording_policy(appends_only: bool, processor: Any, generate: GenerateFn) -
     """The recorder a memory needs: one growing record (`appends_only`), or one sample per model call."""
     if appends_only:
         return TokenRecordingPolicy(processor, generate)
-    return StepRecordingPolicy(processor, generate)
+    return TurnRecordingPolicy(processor, generate)
