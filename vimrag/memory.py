@@ -5,13 +5,13 @@ What the model sees next is `build_context(graph)` (instructions, question, the 
 top-energy memory images) plus this step's *tail*: the model's reply and, while a search waits for
 its summary, the search results in a `<tool_response>`. Once nothing waits, the tail is dropped and
 the next context comes from the graph alone — so the context is rebuilt, not appended to
-(`appends_only = False`: a token recorder records each model call as its own sample). The evidence
+(so its rollout records each model call as its own sample). The evidence
 is the memorised items on the root → answer path.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from PIL import Image
 
@@ -55,8 +55,6 @@ class Candidate:
 
 class GraphMemory:
     """See the module doc. Implements `vrag_rl.agent.engine.Memory`."""
-
-    appends_only: ClassVar[bool] = False
 
     def __init__(self, question: str, prompts: VimPrompts, pages: PageImageStore, energy: EnergyConfig,
                  resize_factor: int):

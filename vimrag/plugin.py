@@ -17,6 +17,7 @@ PLUGIN = AgentPlugin(
     trainer="vimrag.trainer:VimRAGTrainer",
     verl_loop="vimrag.verl_agent_loop",
     verl_loop_name="vimrag_agent",
+    rows_per_turn=True,
     stand_in="vimrag-rule-based",
     stand_in_backend="vimrag.stand_in:VimRAGRuleBasedBackend",
 )

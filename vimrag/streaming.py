@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
-from vrag_rl.agent.policies.openai_http import OpenAIPolicy, _scrub
+from vrag_rl.agent.policies.openai_http import OpenAIPolicy, scrub_surrogates
 from vrag_rl.agent.policy import Message, PolicyError, PolicyReply, SamplingParams
 
 MAX_STREAM_CHARS = 2_000_000  # a reply is text: a stream longer than this is runaway output
@@ -80,7 +80,7 @@ class StreamingOpenAIPolicy(OpenAIPolicy):
         thought = "".join(reasoning).strip()
         if thought and "<think>" not in text:
             text = f"<think>{thought}</think>{text}"
-        return PolicyReply(text=_scrub(text), finish_reason=finish,
+        return PolicyReply(text=scrub_surrogates(text), finish_reason=finish,
                            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
                            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0))
 

@@ -4,7 +4,7 @@
 - a VimRAG episode driven by `TurnRecordingPolicy` records every model call as its own sample, with
   exactly the prompt that call sent (the context rebuilt from the graph), over the real search server;
 - the growing `TokenRecordingPolicy` refuses a rebuilt context (an explicit failure, never a wrong
-  record), which is why `recording_policy()` picks by `Memory.appends_only`;
+  record), which is why VimRAG's rollout records each turn with `TurnRecordingPolicy`;
 - VimRAG turn records speak the shared action vocabulary and carry what each search retrieved.
 """
 from __future__ import annotations
@@ -20,17 +20,15 @@ from search_engine.client import SearchClient
 from vimrag.agent import VimEpisode
 from vimrag.config import VimRAGConfig
 from vimrag.energy import EnergyConfig
-from vimrag.memory import GraphMemory
 from vimrag.prompts import VimPrompts
 from vrag_rl.agent.config import EpisodeConfig
 from vrag_rl.agent.engine import EpisodeEngine
 from vrag_rl.agent.policies.token_recorder import GenerateOutput, TokenRecordingPolicy
-from vrag_rl.agent.policies.turn_recorder import TurnRecordingPolicy, recording_policy
+from vrag_rl.agent.policies.turn_recorder import TurnRecordingPolicy
 from vrag_rl.agent.policy import message_images
 from vrag_rl.agent.result import TURN_ACTIONS, EpisodeResultBase
 from vrag_rl.vrag.config import AgentConfig
 from vrag_rl.vrag.loop import Episode
-from vrag_rl.vrag.transcript import Transcript
 
 
 def call(name: str, **arguments) -> str:
@@ -99,7 +97,6 @@ async def _vim_episode(policy, search_url):
 
 def test_both_agents_are_the_engine_over_their_own_memory():
     assert issubclass(Episode, EpisodeEngine) and issubclass(VimEpisode, EpisodeEngine)
-    assert Transcript.appends_only is True and GraphMemory.appends_only is False
     shared = {f.name for f in dataclasses.fields(EpisodeConfig)}
     for config in (AgentConfig(), VimRAGConfig()):
         assert shared <= {f.name for f in dataclasses.fields(config)}
@@ -109,11 +106,6 @@ def test_both_agents_are_the_engine_over_their_own_memory():
     with pytest.raises(ValueError, match="max_tokens"):
         VimRAGConfig(max_tokens=0)  # the shared check, once, in the base
 
-
-def test_recording_policy_follows_the_memory(processor):
-    generate = ScriptedGenerate(processor.tokenizer, [])
-    assert isinstance(recording_policy(Transcript.appends_only, processor, generate), TokenRecordingPolicy)
-    assert isinstance(recording_policy(GraphMemory.appends_only, processor, generate), TurnRecordingPolicy)
 
 
 def test_a_vimrag_episode_is_recorded_one_sample_per_model_call(processor, text_search_server):

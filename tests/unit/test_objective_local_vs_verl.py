@@ -11,6 +11,7 @@
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -168,7 +169,7 @@ def test_the_same_config_prunes_the_same_turns_locally_and_under_verl(tmp_path):
     assert pruned == 1 and masks[0][0].tolist() == under_verl == [1] * 10 + [0] * 10 + [1] * 10
 
 
-def test_old_keys_are_refused_with_the_new_key_named(tmp_path):
+def test_unknown_or_misplaced_keys_are_refused_with_the_right_key_named(tmp_path):
     import yaml
 
     from vrag_rl.training.train.config import load_config
@@ -176,11 +177,11 @@ def test_old_keys_are_refused_with_the_new_key_named(tmp_path):
 
     data = yaml.safe_load((REPO / "configs" / "local" / "tiny_ggpo.yaml").read_text())
     data.pop("algorithm"), data.pop("ggpo")
-    for old, new in (({"algo": "ggpo"}, "write algorithm"),
-                     ({"correct_threshold": 0.7}, "write ggpo.correct_threshold")):
-        path = tmp_path / "old.yaml"
-        path.write_text(yaml.safe_dump({**data, **old}))
-        with pytest.raises(AlgorithmSettingsError, match=new):
+    for wrong, hint in (({"algo": "ggpo"}, "did you mean algorithm?"),
+                        ({"correct_threshold": 0.7}, "did you mean ggpo.correct_threshold?")):
+        path = tmp_path / "wrong.yaml"
+        path.write_text(yaml.safe_dump({**data, **wrong}))
+        with pytest.raises(ValueError, match=re.escape(hint)):
             load_config(path, model="m", tasks="t", output_dir=str(tmp_path), search_url="u")
 
     cfg = _composed("ggpo_qwen2_5_vl_7b")
@@ -188,8 +189,8 @@ def test_old_keys_are_refused_with_the_new_key_named(tmp_path):
 
     with open_dict(cfg):
         del cfg.vrag.ggpo["correct_threshold"]
-        cfg.vrag.ggpo.prune_correct_threshold = 0.7
-    with pytest.raises((PluginSettingsError, AlgorithmSettingsError), match="write vrag.ggpo.correct_threshold"):
+        cfg.vrag.ggpo.threshold = 0.7
+    with pytest.raises(PluginSettingsError, match=re.escape("did you mean vrag.ggpo.correct_threshold?")):
         plugin_settings(cfg)
     with pytest.raises(AlgorithmSettingsError, match=r"\(0, 1\]"):
         algorithm_settings({"ggpo": {"correct_threshold": 0}})

@@ -14,12 +14,11 @@ failures made explicit, usage), the search call, the page fetch, events, timings
 
 Both are a `Memory` (what the model sees next, what a reply, a tool result or feedback does to
 it, what the evidence is, which steps built on which) plus the subclass's `_act` (parse the reply,
-run its tools). `Memory.appends_only` tells a token recorder what it is recording: one growing
-conversation (one sample per episode: `TokenRecordingPolicy`) or a fresh prompt per model call
-(one sample per call: `vrag_rl.agent.policies.turn_recorder.TurnRecordingPolicy`);
-`turn_recorder.recording_policy(memory.appends_only, ...)` picks the right one. Each model call is one
-`TurnRecord` (index = the call's index), so a recorded step, its turn record and its node in the
-credit graph (`GraphNode.turn_indices`) line up — what GGPO on VimRAG's memory graph needs.
+run its tools). Each agent's rollout records what its memory sends: one growing conversation (one sample
+per episode: `TokenRecordingPolicy`, VRAG) or a fresh prompt per model call (one sample per turn:
+`vrag_rl.agent.policies.turn_recorder.TurnRecordingPolicy`, VimRAG). Each model call is one `TurnRecord`
+(index = the call's index), so a recorded turn, its turn record and its node in the credit graph
+(`GraphNode.turn_indices`) line up — what GGPO on VimRAG's memory graph needs.
 """
 from __future__ import annotations
 
@@ -28,7 +27,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from PIL import Image
 
@@ -43,8 +42,6 @@ from vrag_rl.agent.result import EpisodeResultBase, TurnRecord
 
 class Memory(Protocol):
     """What an agent remembers between model calls, and so what the model sees next."""
-
-    appends_only: ClassVar[bool]  # True: each context extends the previous one (the token recorder relies on it)
 
     def context(self) -> list[Message]:
         """The messages of the next model call."""

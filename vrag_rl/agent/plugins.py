@@ -33,7 +33,9 @@ class AgentPlugin:
       **options) -> list[trajectory]`, its episodes recorded as token trajectories;
     - `trainer`: the local trainer class for its trajectories (`LocalTrainer` or a subclass with its hooks);
     - `verl_loop`: the module whose import registers its verl agent loop, called `verl_loop_name` in verl's
-      registry (`rollout.agent.default_agent_loop`, the parquet's `agent_name`);
+      registry (`rollout.agent.default_agent_loop`, the parquet's `agent_name`); `rows_per_turn` when that loop
+      returns one row per turn (verl's v1 trainer then normalises advantages over trajectories with its own
+      `grpo` estimator, GGPO's mask travelling in `response_mask`) rather than one row per trajectory;
     - `stand_in` / `stand_in_backend`: the name of its CPU stand-in policy for `vrag-policy serve --backend`
       and the callable that builds it (`search_url=`).
     """
@@ -47,6 +49,7 @@ class AgentPlugin:
     trainer: str
     verl_loop: str
     verl_loop_name: str
+    rows_per_turn: bool = False
     stand_in: str | None = None
     stand_in_backend: str | None = None
 
@@ -90,6 +93,11 @@ def agent_plugin(name: str) -> AgentPlugin:
                                 f"under the entry points {ENTRY_POINT_GROUP!r} and needs (re)installing: "
                                 "pip install -e .")
     return plugins[name]
+
+
+def verl_loop_plugin(loop_name: str | None) -> AgentPlugin | None:
+    """The plugin whose verl agent loop is registered as `loop_name` (None when no installed plugin's is)."""
+    return next((p for p in agent_plugins().values() if p.verl_loop_name == loop_name), None)
 
 
 def stand_in_plugins() -> dict[str, AgentPlugin]:

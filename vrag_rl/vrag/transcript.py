@@ -2,14 +2,14 @@
 
 What the model sees next is everything so far: the instructions and question, then each reply and
 each observation (page images, crops, feedback) appended in order — never edited, which is what the
-token recorder relies on (`appends_only`). The evidence is every page shown, with the regions
+growing token recorder relies on. The evidence is every page shown, with the regions
 cropped from it; the credit graph is built from the turn records by the one VRAG rule
 (`vrag_rl.agent.credit_graph.vrag_credit_graph`: a crop builds on the turn that showed its source image,
 the answer on every turn that put an image into the context), the same in evaluation and training.
 """
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from vrag_rl.agent.credit_graph import CreditGraph
 from vrag_rl.agent.events import ImageRef
@@ -22,8 +22,6 @@ from vrag_rl.vrag.prompts import Prompts
 class Transcript:
     """The conversation as sent (`messages`), as logged (`log_messages`: images as references), and
     what was shown in it (see the module doc). Implements `vrag_rl.agent.engine.Memory`."""
-
-    appends_only: ClassVar[bool] = True
 
     def __init__(self, question: str, prompts: Prompts, page_paths: dict[str, str]):
         self.messages: list[Message] = prompts.initial_messages(question)

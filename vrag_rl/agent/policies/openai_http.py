@@ -196,7 +196,7 @@ def parse_chat_completion(body: bytes) -> PolicyReply:
     finish = choice.get("finish_reason")
     raw_usage = payload.get("usage")
     usage = raw_usage if isinstance(raw_usage, dict) else {}
-    return PolicyReply(text=_scrub(text), finish_reason=finish if isinstance(finish, str) else None,
+    return PolicyReply(text=scrub_surrogates(text), finish_reason=finish if isinstance(finish, str) else None,
                        prompt_tokens=_count(usage.get("prompt_tokens")),
                        completion_tokens=_count(usage.get("completion_tokens")))
 
@@ -236,7 +236,7 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
-def _scrub(text: str) -> str:
+def scrub_surrogates(text: str) -> str:
     """Replace lone surrogates (valid in JSON escapes, unencodable in UTF-8) so the next request encodes."""
     return text.encode("utf-8", "replace").decode("utf-8") if not text.isascii() else text
 
@@ -258,4 +258,4 @@ def _status_detail(content: bytes) -> str:
         detail = body.get("detail") or body.get("error") or body
     except Exception:  # noqa: BLE001 - any body at all is better than none in an error message
         detail = text
-    return _scrub(str(detail))[:300]
+    return scrub_surrogates(str(detail))[:300]

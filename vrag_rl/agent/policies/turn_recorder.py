@@ -2,12 +2,12 @@
 
 `TokenRecordingPolicy` records one growing conversation: it needs every call's messages to extend
 the previous call's (the VRAG transcript does). VimRAG rebuilds its context from the memory graph at
-every call (`vimrag.memory.GraphMemory`, `appends_only = False`), so one growing record would train
+every call, so one growing record would train
 on a conversation the model never saw. Here every model call is recorded as its own turn with its
 own prompt — prompt ids (graph JSON + the memory images of that call), the sampled ids, logprobs and
 images — by a fresh `TokenRecordingPolicy` per call, so the tokenisation, the image-token expansion,
-the vision-token guard and the end-of-turn handling are exactly the growing recorder's.
-`recording_policy()` picks the recorder a memory needs (`Memory.appends_only`, `vrag_rl.agent.engine`).
+the vision-token guard and the end-of-turn handling are exactly the growing recorder's. An agent's
+rollout (`AgentPlugin.rollout`) picks the recorder its memory needs.
 
 Each turn's sampling seed is derived from the episode's seed and the turn's index, as the growing
 recorder derives a turn's, so an episode is reproducible whatever order concurrent episodes reach
@@ -21,7 +21,7 @@ from typing import Any
 from PIL import Image
 
 from vrag_rl.agent.policies.token_recorder import GenerateFn, TokenRecordingPolicy, turn_seed
-from vrag_rl.agent.policy import Message, Policy, PolicyReply, SamplingParams
+from vrag_rl.agent.policy import Message, PolicyReply, SamplingParams
 
 
 @dataclass
@@ -57,9 +57,3 @@ class TurnRecordingPolicy:
     async def aclose(self) -> None:
         return None
 
-
-def recording_policy(appends_only: bool, processor: Any, generate: GenerateFn) -> Policy:
-    """The recorder a memory needs: one growing record (`appends_only`), or one sample per model call."""
-    if appends_only:
-        return TokenRecordingPolicy(processor, generate)
-    return TurnRecordingPolicy(processor, generate)

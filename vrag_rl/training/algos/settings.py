@@ -11,8 +11,7 @@ and both read them through `algorithm_settings`, so a run means the same thing o
 cluster: the same prune mask (`Trajectory.ggpo_pruned_turns`) and the same objective
 (`vrag_rl.training.algos.objective.policy_objective`, equal to verl's `ppo_loss` with the loss settings below).
 
-Keys of earlier versions (`algo`, a top-level `correct_threshold`, `ggpo.prune_correct_threshold`) are refused
-with a message naming the key that replaced them.
+An unknown key is refused with the keys that are allowed (and the closest one), never ignored.
 
 Why the threshold defaults to 0.5: GGPO's rule is stated for a binary outcome (r ∈ {0, 1}); for a binary
 outcome (exact match, a yes/no judge) every threshold in (0, 1] gives the same mask, so the default only
@@ -24,6 +23,8 @@ cluster's value is kept, so cluster runs do not change.
 """
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,9 +36,12 @@ LOSS_MODE = {"grpo": "vanilla", "ggpo": "gspo"}
 LOSS_AGG_MODE = {"grpo": "token-mean", "ggpo": "seq-mean-token-mean"}
 
 _GGPO_KEYS = {"correct_threshold"}
-# keys of earlier versions -> the key that replaced them (refused, with the new key in the message)
-RENAMED_KEYS = {"algo": "algorithm", "correct_threshold": "ggpo.correct_threshold"}
-RENAMED_GGPO_KEYS = {"prune_correct_threshold": "correct_threshold"}
+
+
+def suggestion(unknown: list[str], known: Iterable[str], prefix: str = "") -> str:
+    """"; did you mean X?" for the closest known key to the first unknown one (difflib), else ""."""
+    close = difflib.get_close_matches(unknown[0], list(known), n=1, cutoff=0.6) if unknown else []
+    return f"; did you mean {prefix}{close[0]}?" if close else ""
 
 
 class AlgorithmSettingsError(ValueError):
@@ -89,23 +93,19 @@ class AlgorithmSettings:
 def algorithm_settings(section: dict[str, Any], where: str = "") -> AlgorithmSettings:
     """Read `algorithm` and `ggpo` from a config mapping (the keys are removed from `section`).
 
-    `where` prefixes key names in messages (e.g. "vrag."). A key of an earlier version raises
-    `AlgorithmSettingsError` naming its replacement (a run must not silently fall back to a default).
+    `where` prefixes key names in messages (e.g. "vrag."). An unknown key under `ggpo` raises
+    `AlgorithmSettingsError` naming the allowed ones (a run must not silently fall back to a default); the
+    caller checks the keys beside `algorithm` and `ggpo`.
     """
-    for old, new in RENAMED_KEYS.items():
-        if old in section:
-            raise AlgorithmSettingsError(f"{where}{old} is no longer read; write {where}{new}")
     algorithm = section.pop("algorithm", None)
     ggpo = section.pop("ggpo", None)
     ggpo = dict(ggpo or {}) if isinstance(ggpo, dict) or ggpo is None else ggpo
     if not isinstance(ggpo, dict):
         raise AlgorithmSettingsError(f"{where}ggpo must be a mapping, got {type(ggpo).__name__}")
-    for old, new in RENAMED_GGPO_KEYS.items():
-        if old in ggpo:
-            raise AlgorithmSettingsError(f"{where}ggpo.{old} is no longer read; write {where}ggpo.{new}")
     extra = sorted(set(ggpo) - _GGPO_KEYS)
     if extra:
-        raise AlgorithmSettingsError(f"{where}ggpo: unknown key(s) {extra}; allowed: {sorted(_GGPO_KEYS)}")
+        raise AlgorithmSettingsError(f"{where}ggpo: unknown key(s) {extra}; allowed: {sorted(_GGPO_KEYS)}"
+                                     f"{suggestion(extra, _GGPO_KEYS, where + 'ggpo.')}")
     try:
         threshold = float(ggpo.get("correct_threshold", DEFAULT_CORRECT_THRESHOLD))
     except (TypeError, ValueError):

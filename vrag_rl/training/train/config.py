@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from vrag_rl.agent.plugins import AgentPlugin, agent_plugin
-from vrag_rl.training.algos.settings import AlgorithmSettings, GGPOSettings, algorithm_settings
+from vrag_rl.training.algos.settings import AlgorithmSettings, GGPOSettings, algorithm_settings, suggestion
 from vrag_rl.training.rewards import RewardConfig
 
 
@@ -110,6 +110,10 @@ class TrainConfig:
         return asdict(self)
 
 
+# sections whose own keys a misplaced top-level key is checked against (`correct_threshold` -> `ggpo.correct_threshold`)
+NESTED_SECTIONS: dict[str, type] = {"ggpo": GGPOSettings, "lora": LoraConfig, "sft": SFTConfig}
+
+
 def load_config(path: str | Path, **overrides: Any) -> TrainConfig:
     """Read a YAML run config; `overrides` replace top-level keys (e.g. from the command line)."""
     data = yaml.safe_load(Path(path).read_text()) or {}
@@ -121,5 +125,9 @@ def load_config(path: str | Path, **overrides: Any) -> TrainConfig:
     known = {f.name for f in fields(TrainConfig)}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise ValueError(f"{path}: unknown config keys {unknown}; known: {sorted(known)}")
+        nested = [f"{name}.{f.name}" for name, section in NESTED_SECTIONS.items() for f in fields(section)]
+        by_leaf = {key.rpartition(".")[2]: key for key in nested}
+        hint = (f"; did you mean {by_leaf[unknown[0]]}?" if unknown[0] in by_leaf
+                else suggestion(unknown, [*known, *nested]))
+        raise ValueError(f"{path}: unknown config keys {unknown}; known: {sorted(known)}{hint}")
     return TrainConfig(**data)

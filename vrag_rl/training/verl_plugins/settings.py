@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from vrag_rl.agent.plugins import verl_loop_plugin
 from vrag_rl.training.algos.settings import ALGORITHMS, AlgorithmSettings, AlgorithmSettingsError, algorithm_settings
 from vrag_rl.vrag.config import AgentConfig
 
@@ -142,9 +143,12 @@ def plugin_settings(config: Any) -> PluginSettings:
 def _check_against_verl(root: dict[str, Any], settings: PluginSettings) -> None:
     """The settings that must agree with verl's own keys (a mismatch would fail mid-run, on GPUs)."""
     adv = (root.get("algorithm") or {}).get("adv_estimator")
-    # a VimRAG config (`vimrag:` section) uses verl's own grpo estimator for both algorithms: under the v1
-    # trainer it normalises over trajectories, not step rows (checked in vimrag_agent_loop.vimrag_plugin_settings)
-    if adv is not None and "vimrag" not in root and (adv == "ggpo") != (settings.algorithm == "ggpo"):
+    # an agent whose loop returns one row per turn uses verl's own grpo estimator for both algorithms: under the
+    # v1 trainer it normalises over trajectories, not turn rows (that agent's loop checks it)
+    rollout = (root.get("actor_rollout_ref") or {}).get("rollout") or {}
+    plugin = verl_loop_plugin((rollout.get("agent") or {}).get("default_agent_loop"))
+    per_turn = plugin is not None and plugin.rows_per_turn
+    if adv is not None and not per_turn and (adv == "ggpo") != (settings.algorithm == "ggpo"):
         raise PluginSettingsError(f"vrag.algorithm={settings.algorithm!r} but algorithm.adv_estimator={adv!r}: "
                                   "GGPO needs both (the loop prunes the mask, the estimator reads it)")
     actor = ((root.get("actor_rollout_ref") or {}).get("actor") or {})
