@@ -214,7 +214,8 @@ class VimEpisode(EpisodeEngine):
         return MaxTurnsEvent(turn=turn, max_turns=self.config.max_turns, message=message)
 
     def result(self) -> VimRAGResult:
-        return VimRAGResult(**self.base_result_fields(), graph=self.graph, context_stats=list(self.context_stats))
+        return VimRAGResult(**self.base_result_fields(), graph=self.graph, context_stats=list(self.context_stats),
+                            credit_graph=self.graph.to_credit_graph())  # the evaluation view (memorised items)
 
 
 def _ref(image_id: str, hit: SearchResultPage, page: Image.Image, box: list[int], image: Image.Image,

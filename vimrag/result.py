@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vimrag.graph import MemoryGraph
-from vrag_rl.agent.credit_graph import CreditGraph
 from vrag_rl.agent.result import EPISODE_STATUSES, EpisodeResultBase
 
 __all__ = ["EPISODE_STATUSES", "VimRAGResult"]
@@ -27,11 +26,6 @@ class VimRAGResult(EpisodeResultBase):
         text = question if isinstance(question, str) else repr(question)
         return cls(episode_id=episode_id, question=text, answer=None, status="failed", graph=MemoryGraph(text),
                    events=[], turns=0, elapsed_s=0.0, error=error)
-
-    @property
-    def credit_graph(self) -> CreditGraph:
-        """The graph in the shape GGPO consumes (`vrag_rl.training.algos.ggpo`)."""
-        return self.graph.to_credit_graph()
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.base_dict(), "graph": self.graph.to_dict(), "credit_graph": self.credit_graph.to_dict(),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
+from vrag_rl.agent.credit_graph import CreditGraph
 from vrag_rl.agent.events import AgentEvent, EpisodeStatus
 
 # How an episode can end. Every episode ends with exactly one of these, never with an exception.
@@ -63,6 +64,7 @@ class EpisodeResultBase:
     usage: dict[str, int] = field(default_factory=dict)  # prompt_tokens, completion_tokens
     error: str | None = None
     turn_records: list[TurnRecord] = field(default_factory=list)
+    credit_graph: CreditGraph = field(default_factory=CreditGraph)  # what GGPO prunes on (each agent builds it)
 
     @property
     def retrieved_ranked(self) -> list[str]:

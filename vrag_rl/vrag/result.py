@@ -4,7 +4,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from vrag_rl.agent.credit_graph import CreditGraph
 from vrag_rl.agent.events import ImageRef
 from vrag_rl.agent.result import EpisodeResultBase
 
@@ -15,7 +14,6 @@ class EpisodeResult(EpisodeResultBase):
 
     messages: list[dict[str, Any]] = field(default_factory=list)  # images as {"type": "image_ref", "image_id"}
     images: list[ImageRef] = field(default_factory=list)
-    credit_graph: CreditGraph = field(default_factory=CreditGraph)
 
     @classmethod
     def failure(cls, question: str, error: str, episode_id: str = "") -> EpisodeResult:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from vrag_rl.scoring.qa_dataset import EvalExample, parse_example, read_dataset_records
-from vrag_rl.vrag.prompts import Prompts
+from vrag_rl.agent.plugins import agent_plugin
 
 AGENT_NAME = "vrag_agent"
 ABILITY = "visual_rag"
@@ -76,7 +76,7 @@ def _content_and_reason(meta: dict[str, Any]) -> tuple[str, str]:
 
 
 def example_to_row(example: EvalExample, index: int, data_source: str, split: str,
-                   agent_name: str = AGENT_NAME, prompts: Prompts | None = None) -> dict[str, Any]:
+                   agent_name: str = AGENT_NAME, prompts: Any | None = None) -> dict[str, Any]:
     """One parsed question → one verl row (see the module docstring for the columns)."""
     answers = example.reference_answer if isinstance(example.reference_answer, list) else [example.reference_answer]
     answers = [str(a).strip() for a in answers if str(a).strip()]
@@ -87,7 +87,7 @@ def example_to_row(example: EvalExample, index: int, data_source: str, split: st
     pages = [int(p) for p in (pages if isinstance(pages, list) else [pages] if pages is not None else [])]
     meta.pop("file_name", None)
     content, reason = _content_and_reason(meta)
-    messages = (prompts or Prompts()).initial_messages(example.query)
+    messages = (prompts or agent_plugin("vrag").prompts_type()).initial_messages(example.query)  # VRAG's words
     return {
         "data_source": data_source,
         "prompt": [{"role": m["role"], "content": m["content"]} for m in messages],

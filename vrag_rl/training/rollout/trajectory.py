@@ -14,10 +14,9 @@ from PIL import Image
 
 from vrag_rl.agent.credit_graph import CreditGraph
 from vrag_rl.agent.policies.local_transformers import expected_image_tokens, image_token_id, vision_inputs
-from vrag_rl.agent.result import TurnRecord
+from vrag_rl.agent.result import EpisodeResultBase, TurnRecord
 from vrag_rl.training.algos.ggpo import ggpo_turn_mask
 from vrag_rl.training.algos.settings import AlgorithmSettings
-from vrag_rl.vrag.result import EpisodeResult
 
 
 @dataclass
@@ -30,7 +29,7 @@ class Trajectory:
     response_logprobs: list[float]
     turn_spans: list[tuple[int, int]]
     images: list[Image.Image]
-    result: EpisodeResult
+    result: EpisodeResultBase  # the agent's result (VRAG: `EpisodeResult`), its credit graph set
     seed: int | None = None
     reward: Any = None  # a RewardBreakdown once scored
     extra: dict[str, Any] = field(default_factory=dict)

@@ -22,15 +22,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from PIL import Image
 
+from vrag_rl.agent.events import ImageRef
 from vrag_rl.agent.policies.token_recorder import GenerateOutput, TokenRecordingPolicy
 from vrag_rl.agent.policy import SamplingParams, image_part, text_part
-from vrag_rl.vrag.result import EpisodeResult
 
 IMAGE_TOKEN = "<image>"
 
@@ -47,7 +48,21 @@ class SFTSample:
     images: list[Image.Image] = field(default_factory=list)
 
 
-def episode_to_record(result: EpisodeResult, image_dir: Path, prefix: str, rel_to: Path) -> dict[str, Any]:
+class TranscriptResult(Protocol):
+    """What an SFT record is written from: an episode that kept one growing conversation (VRAG's
+    `EpisodeResult`: `messages` with images as `{"type": "image_ref", "image_id"}`, and those images)."""
+
+    @property
+    def episode_id(self) -> str: ...
+
+    @property
+    def messages(self) -> list[dict[str, Any]]: ...
+
+    @property
+    def images(self) -> list[ImageRef]: ...
+
+
+def episode_to_record(result: TranscriptResult, image_dir: Path, prefix: str, rel_to: Path) -> dict[str, Any]:
     """One finished episode → one messages+images record (its images written under `image_dir`)."""
     image_dir.mkdir(parents=True, exist_ok=True)
     by_id = {ref.image_id: ref for ref in result.images}
@@ -73,7 +88,7 @@ def episode_to_record(result: EpisodeResult, image_dir: Path, prefix: str, rel_t
     return {"messages": messages, "images": paths}
 
 
-def write_sft_file(results: list[EpisodeResult], path: str | Path) -> int:
+def write_sft_file(results: Sequence[TranscriptResult], path: str | Path) -> int:
     """Write the episodes as an SFT JSON file (images beside it in `<stem>_images/`); returns the count."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -16,15 +16,14 @@ from dataclasses import asdict
 from typing import Any
 
 from vrag_rl.agent.credit_graph import CreditGraph
-from vrag_rl.agent.result import TurnRecord
+from vrag_rl.agent.result import EpisodeResultBase, TurnRecord
 from vrag_rl.training.rewards import RewardReference, score_episode
 from vrag_rl.training.verl_plugins.settings import build_reward_config
-from vrag_rl.vrag.result import EpisodeResult
 
 RECORD_KEY = "vrag_episode"
 
 
-def episode_record(result: Any, reward: dict[str, Any], judge: dict[str, Any]) -> dict[str, Any]:
+def episode_record(result: EpisodeResultBase, reward: dict[str, Any], judge: dict[str, Any]) -> dict[str, Any]:
     """What the reward needs of an episode, JSON-ready (no pixels, no messages)."""
     return {"question": result.question, "answer": result.answer, "status": result.status,
             "turn_records": [asdict(r) for r in result.turn_records],
@@ -32,14 +31,13 @@ def episode_record(result: Any, reward: dict[str, Any], judge: dict[str, Any]) -
             "reward": dict(reward), "judge": dict(judge)}
 
 
-def episode_from_record(record: dict[str, Any]) -> EpisodeResult:
-    """The `EpisodeResult` fields `score_episode` and GGPO read, rebuilt from `episode_record` (`vrag_agent`'s
-    record: only its loop leaves scoring to verl's reward workers)."""
-    return EpisodeResult(episode_id="", question=record["question"], answer=record["answer"], status=record["status"],
-                         evidence=[{"page_id": p} for p in record["shown_pages"]], events=[], messages=[], images=[],
-                         turns=len(record["turn_records"]), elapsed_s=0.0,
-                         turn_records=[TurnRecord(**r) for r in record["turn_records"]],
-                         credit_graph=CreditGraph.from_dict(record["credit_graph"]))
+def episode_from_record(record: dict[str, Any]) -> EpisodeResultBase:
+    """The result fields `score_episode` and GGPO read, rebuilt from `episode_record`."""
+    return EpisodeResultBase(episode_id="", question=record["question"], answer=record["answer"],
+                             status=record["status"], evidence=[{"page_id": p} for p in record["shown_pages"]],
+                             events=[], turns=len(record["turn_records"]), elapsed_s=0.0,
+                             turn_records=[TurnRecord(**r) for r in record["turn_records"]],
+                             credit_graph=CreditGraph.from_dict(record["credit_graph"]))
 
 
 def reference_from_extra_info(extra_info: dict[str, Any], ground_truth: Any = None) -> RewardReference:

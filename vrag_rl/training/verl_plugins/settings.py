@@ -11,13 +11,13 @@ by the same `vrag_rl.training.algos.settings.algorithm_settings` into the same `
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from vrag_rl.agent.plugins import verl_loop_plugin
+from vrag_rl.agent.plugins import agent_plugin, verl_loop_plugin
 from vrag_rl.training.algos.settings import ALGORITHMS, AlgorithmSettings, AlgorithmSettingsError, algorithm_settings
-from vrag_rl.vrag.config import AgentConfig
 
 __all__ = ["ALGORITHMS", "JudgeSettings", "PluginSettings", "PluginSettingsError", "SearchSettings", "plain_config",
            "build_reward_config", "plugin_settings"]
@@ -55,7 +55,7 @@ class JudgeSettings:
 class PluginSettings:
     algorithm_settings: AlgorithmSettings
     search: SearchSettings
-    agent: AgentConfig
+    agent: Any  # the `vrag` agent plugin's config type (`AgentConfig`)
     reward: dict[str, Any] = field(default_factory=dict)  # RewardConfig fields (without the judge)
     judge: JudgeSettings = field(default_factory=JudgeSettings)
     score_in_loop: bool = True  # the agent loop sets reward_score; False: verl's reward workers call reward.py
@@ -120,14 +120,15 @@ def plugin_settings(config: Any) -> PluginSettings:
     _unknown("search", search, _SEARCH_KEYS)
     if not search.get("url"):
         raise PluginSettingsError("vrag.search.url is not set (the search server the rollouts query)")
-    agent_fields = set(AgentConfig.__dataclass_fields__)
+    agent_config = agent_plugin("vrag").config_type  # `vrag.agent` holds the VRAG agent's settings
+    agent_fields = {f.name for f in dataclasses.fields(agent_config)}
     agent = dict(vrag.get("agent") or {})
     _unknown("agent", agent, agent_fields)
     judge = dict(vrag.get("judge") or {})
     _unknown("judge", judge, _JUDGE_KEYS)
     try:
         settings = PluginSettings(algorithm_settings=algorithm, search=SearchSettings(**search),
-                                  agent=AgentConfig(**agent), reward=dict(vrag.get("reward") or {}),
+                                  agent=agent_config(**agent), reward=dict(vrag.get("reward") or {}),
                                   judge=JudgeSettings(**judge), score_in_loop=bool(vrag.get("score_in_loop", True)),
                                   suppress_vision_tokens=bool(vrag.get("suppress_vision_tokens", True)))
         settings.reward_config()  # validates the reward keys and weights now, not in the first rollout
