@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from vrag_rl.agent.credit_graph import ROOT_ID, CreditGraph, GraphNode
+from vrag_rl.agent.credit_graph import ROOT_ID, CreditGraph, GraphNode, ancestors
 
 ANSWER_ID = "answer"
 NodeKind = Literal["root", "search", "answer"]
@@ -197,15 +197,7 @@ class MemoryGraph:
 
     def ancestors(self, node_id: str) -> set[str]:
         """The node and every node it transitively builds on."""
-        seen: set[str] = set()
-        stack = [node_id]
-        while stack:
-            current = stack.pop()
-            if current in seen or current not in self.nodes:
-                continue
-            seen.add(current)
-            stack.extend(self.nodes[current].parent_ids)
-        return seen
+        return ancestors(node_id, {key: node.parent_ids for key, node in self.nodes.items()})
 
     def answer_path(self) -> set[str]:
         return self.ancestors(self.answer_id) if self.answer_id else set()

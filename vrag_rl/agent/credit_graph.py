@@ -15,11 +15,25 @@ and no parents. Glossary: a *turn* is one model call, a *node* one node of this 
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 ROOT_ID = "root"
+
+
+def ancestors(node_id: str, parents: Mapping[str, Iterable[str]]) -> set[str]:
+    """`node_id` and every node it transitively builds on, in a DAG given as node → parent ids (a node missing
+    from `parents` is not followed; both agents' graphs ask this of their own nodes)."""
+    seen: set[str] = set()
+    stack = [node_id]
+    while stack:
+        current = stack.pop()
+        if current in seen or current not in parents:
+            continue
+        seen.add(current)
+        stack.extend(parents[current])
+    return seen
 
 
 class CreditGraphError(ValueError):
@@ -70,18 +84,10 @@ class CreditGraph:
 
     def ancestors(self, node_id: str) -> set[str]:
         """The node and every node it transitively built on (root included)."""
-        seen: set[str] = set()
-        stack = [node_id]
-        while stack:
-            current = stack.pop()
-            if current in seen:
-                continue
-            seen.add(current)
-            stack.extend(self.nodes[current].parent_ids)
-        return seen
+        return ancestors(node_id, {key: node.parent_ids for key, node in self.nodes.items()})
 
     def answer_path(self) -> set[str]:
-        """Steps on a root→answer path (empty when there is no answer node)."""
+        """Nodes on a root→answer path (empty when there is no answer node)."""
         return self.ancestors(self.answer_id) if self.answer_id else set()
 
     def non_root_nodes(self) -> list[GraphNode]:
