@@ -20,6 +20,9 @@
 # Without an endpoint or a local VLM, a rule-based OCR policy stands in, so the demo still works on CPU.
 # vimrag: the endpoint you give; else DashScope (qwen3.5-plus, thinking, SSE) when DASHSCOPE_API_KEY is set;
 # else the vimrag-rule-based CPU stand-in.
+# Logs: runs/demo_logs/<mode>/{search,policy,ui}.log (VRAG_LOG_DIR moves runs/demo_logs), one folder per mode,
+# so the two demos never overwrite each other's logs. The UI offers the sample corpus's questions as buttons
+# (VRAG_SAMPLE_QUESTIONS: another rag_dataset.json).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -29,7 +32,7 @@ MODE="vrag"
 if [[ $# -gt 0 && "$1" != --* ]]; then MODE="$1"; shift; fi
 case "$MODE" in
   vrag|vimrag) ;;
-  help|-h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+  help|-h|--help) sed -n '2,25p' "$0"; exit 0 ;;
   *) die "unknown mode '$MODE' (known: vrag, vimrag)";;
 esac
 
@@ -44,7 +47,7 @@ UI_PORT="${VRAG_UI_PORT:-8501}"
 UI_HOST="${VRAG_UI_HOST:-127.0.0.1}"
 VISUAL_MODEL="${VRAG_VISUAL_MODEL:-none}"
 SAMPLE_DIR="${VRAG_SAMPLE_DIR:-data/sample_corpus/pdf}"
-LOG_DIR="${VRAG_LOG_DIR:-runs/demo_logs}"
+LOG_DIR="${VRAG_LOG_DIR:-runs/demo_logs}"  # the parent: each mode logs to its own folder under it
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --index) INDEX="$2"; shift 2;;
@@ -67,8 +70,10 @@ PY=".venv/bin/python"
 missing=()
 modules=(streamlit fastapi uvicorn search_engine vrag_rl colpali_engine pytesseract)
 [[ -f "$INDEX/manifest.json" ]] || modules+=(reportlab)  # the sample corpus is drawn with it (extra [samples])
-for module in "${modules[@]}"; do
-  "$PY" -c "import $module" 2>/dev/null || missing+=("python package '$module'")
+# looked up, not imported (one interpreter, a fraction of a second; importing them all took ~30 s)
+for module in $("$PY" -c 'import importlib.util as u, sys; print(*(m for m in sys.argv[1:] if u.find_spec(m) is None))' \
+                  "${modules[@]}" 2>/dev/null || echo "${modules[@]}"); do
+  missing+=("python package '$module'")
 done
 command -v pdftoppm >/dev/null || missing+=("poppler-utils (pdftoppm)")
 command -v tesseract >/dev/null || missing+=("tesseract-ocr")
@@ -107,7 +112,9 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+LOG_DIR="$LOG_DIR/$MODE"
 mkdir -p "$LOG_DIR"
+echo "==> logs of this demo ($MODE): $LOG_DIR/"
 export HF_HUB_DISABLE_TELEMETRY=1 OMP_THREAD_LIMIT="${OMP_THREAD_LIMIT:-1}" TOKENIZERS_PARALLELISM=false
 
 # ---- index: build it from the bundled sample corpus if there is none ------------------------------
@@ -167,7 +174,8 @@ fi
 # ---- the UI ----------------------------------------------------------------------------------------------
 port_free "$UI_PORT" || die "port $UI_PORT (Streamlit) is taken; pick another with --ui-port"
 export VRAG_POLICY_URL="$POLICY_URL" VRAG_SEARCH_URL="http://127.0.0.1:$SEARCH_PORT" VRAG_INDEX_DIR="$INDEX" \
-       VRAG_MODEL="$MODEL" VRAG_API_KEY="$API_KEY" VRAG_POLICY_KIND="${POLICY_KIND:-}"
+       VRAG_MODEL="$MODEL" VRAG_API_KEY="$API_KEY" VRAG_POLICY_KIND="${POLICY_KIND:-}" \
+       VRAG_SAMPLE_QUESTIONS="${VRAG_SAMPLE_QUESTIONS:-$SAMPLE_DIR/rag_dataset.json}"
 echo "==> demo UI on http://$UI_HOST:$UI_PORT  (Ctrl-C stops everything)"
 APP="demo/app.py"; [[ "$MODE" == "vimrag" ]] && APP="demo/vimrag_app.py"
 "$PY" -m streamlit run "$APP" --server.address "$UI_HOST" --server.port "$UI_PORT" --server.headless true \

@@ -11,7 +11,8 @@ import httpx
 import streamlit as st
 
 from demo.corpus_panel import corpus_panel
-from demo.render import render_event
+from demo.render import page_style, render_event
+from demo.sample_questions import load_sample_questions, sample_question_buttons, take_clicked_question
 from demo.settings import DemoSettings
 
 
@@ -130,18 +131,23 @@ def history_panel() -> None:
 
 def main() -> None:
     st.set_page_config(page_title="VRAG demo", page_icon="🔎", layout="wide")
+    page_style()
     st.session_state.setdefault("history", [])
     settings = sidebar()
     st.title("VRAG — visual retrieval-augmented reasoning")
     st.caption("The agent searches the page images, zooms into the region that holds the answer, and answers "
                "with its evidence.")
     policy_banner(settings)
-    corpus_panel(settings)
+    documents = corpus_panel(settings)
+    clicked = take_clicked_question()  # a sample button filled the box and asks it on this run
     with st.form("ask", clear_on_submit=False):
         question = st.text_input("Question", key="question",
                                  placeholder="e.g. What satisfaction score did the Riverside district get?")
-        submitted = st.form_submit_button("Ask")
-    if submitted:
+        submitted = st.form_submit_button("Ask", key="ask_button")
+    doc_ids = None if documents is None else [d["doc_id"] for d in documents]
+    sample_question_buttons(load_sample_questions(doc_ids=doc_ids))
+    if submitted or clicked:
+        question = clicked or question
         if not question.strip():
             st.warning("Type a question first.")
         else:

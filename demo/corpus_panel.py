@@ -16,14 +16,25 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", Path(name).name).lstrip(".") or "upload"
 
 
-def list_documents(settings: DemoSettings) -> list[dict]:
+def list_documents(settings: DemoSettings) -> list[dict] | None:
+    """The indexed documents, or None (with an error shown) when the search server cannot say."""
     try:
         response = httpx.get(settings.search_url.rstrip("/") + "/documents", timeout=10)
         response.raise_for_status()
         return response.json()
     except httpx.HTTPError as exc:
         st.error(f"search server unreachable at {settings.search_url}: {exc}")
-        return []
+        return None
+
+
+def progress_text(event: dict, position: dict[str, int], total: int) -> tuple[float, str]:
+    """(fraction done, "document i of n · name: page p/m") of an ingestion progress event, for the bar;
+    `position` maps each document's resolved source path to its 1-based place among the `total` files."""
+    i = position.get(event.get("source", ""), 0)
+    pages = max(1, event["num_pages"])
+    done = (max(0, i - 1) + min(1.0, event["page"] / pages)) / max(1, total)
+    where = f"document {i} of {total} · " if i else ""
+    return min(1.0, done), f"{where}{Path(event.get('source') or event['doc_id']).name}: page {event['page']}/{pages}"
 
 
 def ingest_uploads(settings: DemoSettings, uploads) -> bool:
@@ -36,11 +47,12 @@ def ingest_uploads(settings: DemoSettings, uploads) -> bool:
         target = settings.upload_path / _safe_name(upload.name)
         target.write_bytes(upload.getvalue())
         paths.append(target)
-    bar = st.progress(0.0, text="ingesting ...")
+    position = {str(path.resolve()): i for i, path in enumerate(paths, 1)}
+    bar = st.progress(0.0, text=f"document 1 of {len(paths)} · {paths[0].name}: starting ..." if paths else "")
 
     def on_progress(event: dict) -> None:
-        bar.progress(min(1.0, event["page"] / max(1, event["num_pages"])),
-                     text=f"{event['doc_id']}: page {event['page']}/{event['num_pages']}")
+        fraction, text = progress_text(event, position, len(paths))
+        bar.progress(fraction, text=text)
 
     try:
         report = Ingestor(settings.index_dir, progress=False, progress_callback=on_progress).add(paths)
@@ -59,20 +71,26 @@ def ingest_uploads(settings: DemoSettings, uploads) -> bool:
         return False
 
 
-def show_documents(settings: DemoSettings, slot) -> None:
-    """The document list, drawn into `slot` (a placeholder), so an ingest can redraw it in place."""
+def show_documents(settings: DemoSettings, slot) -> list[dict] | None:
+    """The document list, drawn into `slot` (a placeholder), so an ingest can redraw it in place; returns
+    it (None when the search server could not be asked)."""
     documents = list_documents(settings)
+    shown = documents or []
     with slot.container():
-        st.caption(f"{len(documents)} document(s), {sum(d['num_pages'] for d in documents)} page(s) indexed")
-        st.markdown("\n".join(f"- `{doc['doc_id']}` — {doc['num_pages']} page(s)" for doc in documents) or " ")
+        st.caption(f"{len(shown)} document(s), {sum(d['num_pages'] for d in shown)} page(s) indexed")
+        st.markdown("\n".join(f"- `{doc['doc_id']}` — {doc['num_pages']} page(s)" for doc in shown) or " ")
+    return documents
 
 
-def corpus_panel(settings: DemoSettings) -> None:
-    """Upload and ingest documents; the list below the header updates as soon as the server reloads."""
-    with st.expander("Corpus", expanded=False):
+def corpus_panel(settings: DemoSettings) -> list[dict] | None:
+    """Upload and ingest documents; the list below the header updates as soon as the server reloads.
+    Open when the page loads, so a new user sees what is indexed and where to add documents.
+    Returns the indexed documents (None when the search server could not be asked)."""
+    with st.expander("Corpus", expanded=True):
         slot = st.empty()
-        show_documents(settings, slot)
+        documents = show_documents(settings, slot)
         uploads = st.file_uploader("Add PDFs or images", type=ALLOWED, accept_multiple_files=True, key="uploads")
         if uploads and st.button("Ingest uploaded files", key="ingest"):
             if ingest_uploads(settings, uploads):
-                show_documents(settings, slot)
+                documents = show_documents(settings, slot)
+    return documents

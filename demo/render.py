@@ -2,6 +2,7 @@
 so a new agent's events appear (plainly) before anyone writes a renderer for them."""
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable
 from typing import Any
@@ -11,7 +12,23 @@ import streamlit as st
 from vrag_rl.agent.events import AgentEvent
 from vrag_rl.agent.images import draw_box
 
-IMAGE_WIDTH = 440  # pixels on screen: a page and its crop side by side, the whole episode in view
+# Pages and crops are drawn as wide as their column (a page and its crop side by side, two pages per row at
+# least), never wider, at their own aspect ratio. A fixed width in pixels (440, before) ran past a narrow
+# column, and a page that is mostly white paper then read as a small drawing in a tall blank frame.
+# Streamlit >= 1.46 sizes elements with `width="stretch"`; before, with `use_container_width=True`.
+IMAGE_LAYOUT: dict[str, Any] = (dict(width="stretch")
+                                if isinstance(inspect.signature(st.image).parameters["width"].default, str)
+                                else dict(use_container_width=True))
+# White pages on a white app have no visible edge: give every page and crop a thin frame of its own.
+PAGE_STYLE = """<style>
+[data-testid="stImage"] img { border: 1px solid rgba(49, 51, 63, 0.25); border-radius: 2px;
+                              box-shadow: 0 1px 4px rgba(49, 51, 63, 0.12); }
+</style>"""
+
+
+def page_style() -> None:
+    """Draw the frame around page images (call once per run, before the images)."""
+    st.markdown(PAGE_STYLE, unsafe_allow_html=True)
 
 
 def render_think(event) -> None:
@@ -30,7 +47,7 @@ def render_search_results(event) -> None:
     columns = st.columns(max(2, len(event.shown)))
     for column, ref in zip(columns, event.shown):
         with column:
-            st.image(ref.image, caption=f"retrieved page {ref.page_id}", width=IMAGE_WIDTH)
+            st.image(ref.image, caption=f"retrieved page {ref.page_id}", **IMAGE_LAYOUT)
 
 
 def render_crop(event) -> None:
@@ -42,10 +59,10 @@ def render_crop(event) -> None:
     left, right = st.columns(2)
     with left:
         st.image(draw_box(source.image, tuple(int(v) for v in event.bbox), width=4),
-                 caption=f"where the agent looked (model frame, {width}×{height})", width=IMAGE_WIDTH)
+                 caption=f"where the agent looked (model frame, {width}×{height})", **IMAGE_LAYOUT)
     with right:
         st.image(crop.image, caption=f"zoomed crop — page pixels {list(crop.page_box)} of the {page_w}×{page_h} page",
-                 width=IMAGE_WIDTH)
+                 **IMAGE_LAYOUT)
 
 
 # Phrasings of "the documents do not say" (the stand-in's own, and common VLM ones): shown as a

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
+from demo.render import page_style
+from demo.sample_questions import load_sample_questions, sample_question_buttons, take_clicked_question
 from demo.vimrag_graph import draw_graph, node_details
 
 IMAGE_WIDTH = 200
@@ -30,7 +32,7 @@ class VimSettings:
     search_url: str = field(default_factory=lambda: os.environ.get("VRAG_SEARCH_URL", "http://127.0.0.1:8002"))
     enable_thinking: bool = field(default_factory=lambda: bool(_env_flag("VIMRAG_ENABLE_THINKING")))
     stream: bool = field(default_factory=lambda: bool(_env_flag("VIMRAG_STREAM")))
-    max_steps: int = 20
+    max_turns: int = 20
     top_k: int = 3
     memory_pixels: int = 5 * 256 * 32 * 32
     memory_top_k: int = 5
@@ -39,7 +41,7 @@ class VimSettings:
         from vimrag import EnergyConfig, VimRAG
 
         return VimRAG(base_url=self.policy_url, search_url=self.search_url, model=self.model or None,
-                      api_key=self.api_key or None, max_steps=self.max_steps, search_top_k=self.top_k,
+                      api_key=self.api_key or None, max_turns=self.max_turns, search_top_k=self.top_k,
                       enable_thinking=self.enable_thinking or None, stream=self.stream,
                       energy=EnergyConfig(total_pixels=self.memory_pixels, memory_top_k=self.memory_top_k))
 
@@ -54,12 +56,25 @@ def sidebar() -> VimSettings:
         search_url = st.text_input("Search server", d.search_url)
         thinking = st.toggle("Enable thinking", d.enable_thinking)
         stream = st.toggle("Stream (SSE)", d.stream)
-        max_steps = st.slider("Max steps", 5, 30, d.max_steps)
+        max_turns = st.slider("Max turns", 5, 30, d.max_turns)
         top_k = st.slider("Search top-k", 1, 10, d.top_k)
         memory_pixels = st.number_input("Memory pixel budget", 28 * 28 * 4, 8_000_000, d.memory_pixels, step=32 * 32)
         memory_top_k = st.slider("Memory items per context", 1, 10, d.memory_top_k)
-    return VimSettings(policy_url, model, api_key, search_url, thinking, stream, max_steps, top_k, int(memory_pixels),
+    return VimSettings(policy_url, model, api_key, search_url, thinking, stream, max_turns, top_k, int(memory_pixels),
                        memory_top_k)
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def indexed_documents(search_url: str) -> list[str] | None:
+    """The search server's document ids (which sample questions it can answer); None when it cannot say."""
+    import httpx
+
+    try:
+        response = httpx.get(search_url.rstrip("/") + "/documents", timeout=5)
+        response.raise_for_status()
+        return [str(d["doc_id"]) for d in response.json()]
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return None
 
 
 # ---- the reasoning log ---------------------------------------------------------------------------------------
@@ -106,10 +121,10 @@ def render_event(event, thumbnails: dict[str, list]) -> None:
                 f"- `{e['ref_id']}` ({e['label']}, node {e['node_id']})" for e in event.evidence))
     elif kind == "error":
         (st.error if event.fatal else st.warning)(f"{event.kind.replace('_', ' ')}: {event.message}")
-    elif kind == "max_steps":
-        st.error(event.message or "step budget spent")
+    elif kind == "max_turns":
+        st.error(event.message or "turn budget spent")
     elif kind == "finish":
-        st.caption(f"{event.status} in {event.turns} step(s), {event.elapsed_s:.1f} s")
+        st.caption(f"{event.status} in {event.turns} turn(s), {event.elapsed_s:.1f} s")
 
 
 def show_episode(question: str, events, thumbnails: dict[str, list], store: list) -> dict:
@@ -163,6 +178,7 @@ def history_panel() -> None:
 
 def main() -> None:
     st.set_page_config(page_title="VimRAG demo", page_icon="🧠", layout="wide")
+    page_style()
     st.session_state.setdefault("history", [])
     settings = sidebar()
     st.title("VimRAG — reasoning as a memory graph")
@@ -172,12 +188,14 @@ def main() -> None:
     if kind and settings.policy_url == os.environ.get("VRAG_POLICY_URL"):
         st.info(f"Policy: the {kind}. Give `./run_demo.sh vimrag --policy-url URL --model NAME`, or set "
                 "DASHSCOPE_API_KEY, for a real VLM.")
+    clicked = take_clicked_question()  # a sample button filled the box and asks it on this run
     with st.form("ask", clear_on_submit=False):
         question = st.text_input("Question", key="question",
                                  placeholder="e.g. How much power does the Kestrel Ridge solar plant produce?")
-        submitted = st.form_submit_button("Ask")
-    if submitted and question.strip():
-        run_question(settings, question.strip())
+        submitted = st.form_submit_button("Ask", key="ask_button")
+    sample_question_buttons(load_sample_questions(doc_ids=indexed_documents(settings.search_url)))
+    if clicked or (submitted and question.strip()):
+        run_question(settings, (clicked or question).strip())
     else:
         if submitted:
             st.warning("Type a question first.")

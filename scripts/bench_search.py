@@ -453,7 +453,7 @@ app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions
                   context_settings={"help_option_names": ["-h", "--help"]})
 
 
-# `--methods a b c` as argparse's nargs="+" read it (README.md, docs/scale.md), and `--methods a --methods b`
+# `--methods a b c` as argparse's nargs="+" read it (docs/benchmarks.md, docs/scale.md), and `--methods a --methods b`
 @app.command(cls=command_spreading("--methods", "--plot-methods", "--query-set"),
              help=(__doc__ or "").splitlines()[0])
 def bench(

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GGPO (GSPO + the step-graph prune mask), Qwen2.5-VL-7B, 8x80 GB.
+# GGPO (GSPO + the credit-graph prune mask), Qwen2.5-VL-7B, 8x80 GB.
 # Config: configs/verl/ggpo_qwen2_5_vl_7b.yaml. Usage and every environment variable: $0 --help.
 #   single node:  bash scripts/train_ggpo_qwen2_5_vl_7b.sh
 #   multi-node:   NNODES=2 bash scripts/train_ggpo_qwen2_5_vl_7b.sh        (head: starts Ray, waits for the workers)

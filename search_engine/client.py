@@ -12,7 +12,7 @@ It speaks both dialects a VRAG search server may have:
 404 of a route that does not exist — our server's 404 for an unknown document says what is
 unknown, and must not flip the dialect), switches to upstream's GET for the rest of the client's
 life; `"vrag"` or `"upstream"` fixes it.
-Hits come back as `search_engine.types.SearchHit` (`SearchResultPage` is its old name here); for an
+Hits come back as `search_engine.types.SearchHit`; for an
 upstream server `page_id` is the image file's stem, `image_path` the file as the server named it,
 and `image_url` is "" (its pixels are read from `image_path`, so the client must share the
 server's filesystem, exactly as upstream's own agent must).
@@ -42,8 +42,6 @@ from search_engine.infra.http_session import BodyTooLarge, LoopSession, send_wit
 from search_engine.page_layout import PageLayout, RegionHit
 from search_engine.types import SearchHit, is_valid_id
 
-# The agent imports this name; it is the one hit type.
-SearchResultPage = SearchHit
 Protocol = Literal["auto", "vrag", "upstream"]
 PROTOCOLS = ("auto", "vrag", "upstream")
 _PAGE_SUFFIX = re.compile(r"^(?P<doc>.+)_(?P<page>\d{1,6})$")

@@ -56,6 +56,8 @@ class SearchHit:
     `regions` are the page's regions that best match the query (paragraph, table, figure...; box in
     page-image pixels, snippet, score), best first; empty where the index has no layout for the page
     or no region matched (see `SearchEngine.page_layout` for the whole structure).
+    `image_path` is for opening the file on the machine that has it (the agent reads pages from it when
+    it is a file here); it stays out of the repr, and results shown to users name the image by `image_ref`.
     """
 
     rank: int
@@ -63,7 +65,7 @@ class SearchHit:
     doc_id: str
     page_number: int
     score: float
-    image_path: str
+    image_path: str = field(repr=False)  # an absolute path on the engine's machine (or ""): not for display
     metadata: dict[str, Any] = field(default_factory=dict)
     image_url: str = ""
     kind: Literal["page", "video_segment"] = "page"
@@ -74,6 +76,12 @@ class SearchHit:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""
         return asdict(self)
+
+    @property
+    def image_ref(self) -> str:
+        """The hit's image as results shown to users name it: the search server's URL for it, else the page
+        id — never `image_path`, whose absolute path means something only on the machine that has the file."""
+        return self.image_url or self.page_id
 
     @staticmethod
     def item_fields(metadata: dict[str, Any]) -> dict[str, Any]:

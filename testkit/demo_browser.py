@@ -78,7 +78,7 @@ def headless_chrome(window_size: str = "1400,2600"):
 
 
 def save_screenshot(driver, name: str, scratch: Path) -> Path:
-    """Screenshot to `scratch/name`; also the README's copy with VRAG_UPDATE_SCREENSHOT=1, and a copy
+    """Screenshot to `scratch/name`; also the docs' copy (docs/images/) with VRAG_UPDATE_SCREENSHOT=1, and a copy
     under VRAG_ARTIFACTS_DIR when set (CI keeps it)."""
     shot = scratch / name
     driver.save_screenshot(str(shot))

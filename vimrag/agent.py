@@ -20,7 +20,8 @@ from typing import Any
 
 from PIL import Image
 
-from search_engine.client import SearchClient, SearchError, SearchResultPage
+from search_engine.client import SearchClient, SearchError
+from search_engine.types import SearchHit
 from vimrag.config import VimRAGConfig
 from vimrag.context import as_box, conversation_stats, item_views, provenance
 from vimrag.events import (
@@ -157,7 +158,7 @@ class VimEpisode(EpisodeEngine):
         content.append(text_part("</tool_response>\n" + self.prompts.summary))
         self.memory.add_observation(content)
 
-    async def _candidate(self, turn: int, node_id: str, hit: SearchResultPage) -> Candidate | ErrorEvent:
+    async def _candidate(self, turn: int, node_id: str, hit: SearchHit) -> Candidate | ErrorEvent:
         candidate = self.memory.new_candidate(node_id, hit)
         try:
             candidate.page_key, candidate.page = await self._page(hit)
@@ -218,9 +219,9 @@ class VimEpisode(EpisodeEngine):
                             credit_graph=self.graph.to_credit_graph())  # the evaluation view (memorised items)
 
 
-def _ref(image_id: str, hit: SearchResultPage, page: Image.Image, box: list[int], image: Image.Image,
+def _ref(image_id: str, hit: SearchHit, page: Image.Image, box: list[int], image: Image.Image,
          key: str) -> ImageRef:
-    return ImageRef(image_id=image_id, page_id=hit.page_id, image_path=hit.image_path or hit.image_url,
+    return ImageRef(image_id=image_id, page_id=hit.page_id, image_path=hit.image_ref,
                     page_size=(page.width, page.height), page_box=as_box(box), shown_size=image.size,
                     is_crop=box != [0, 0, page.width, page.height], image=image, cache_key=key)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from PIL import Image
 
-from search_engine.client import SearchResultPage
+from search_engine.types import SearchHit
 from vimrag.context import build_context
 from vimrag.energy import Allocation, EnergyConfig
 from vimrag.graph import MemoryGraph, MemoryItem
@@ -35,7 +35,7 @@ class Candidate:
 
     label: str
     node_id: str
-    hit: SearchResultPage
+    hit: SearchHit
     kind: str  # "page" or "video_segment"
     page_key: str = ""
     page: Image.Image | None = None
@@ -102,7 +102,7 @@ class GraphMemory:
         if not self.pending:
             self.tail = [self.tail[-1]] if keep_reply else []
 
-    def new_candidate(self, node_id: str, hit: SearchResultPage) -> Candidate:
+    def new_candidate(self, node_id: str, hit: SearchHit) -> Candidate:
         kind = "video_segment" if (hit.metadata or {}).get("kind") == "video_segment" else "page"
         self._labels[kind] += 1
         label = f"{'Video' if kind == 'video_segment' else 'Picture'} {self._labels[kind]}"

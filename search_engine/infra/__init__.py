@@ -11,6 +11,7 @@ the trainers need them as much as the search server does:
 - `malloc_tuning` — glibc heap settings that keep long-running servers' RSS flat;
 - `cli_exit` — a typer app run as `main(argv) -> int` (every command line of the project is typer);
 - `cli_lists` — argparse-style list options (`--methods a b c`) for typer, which click cannot parse.
+- `environment` — says to activate `.venv` when the interpreter lacks the project's packages.
 
 A test (`tests/unit/test_infra_ground_floor.py`) loads each module and fails if it pulls in any other part
 of the project.

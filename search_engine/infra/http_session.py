@@ -9,7 +9,9 @@ the model (`scripts/bench_agent.py`). What aiohttp leaves to its user, and this 
   caller moves to another loop (a script calling `asyncio.run` twice with one client). The
   `HTTP(S)_PROXY` / `NO_PROXY` environment is read once, when the session opens, for the one server
   it talks to: aiohttp's `trust_env` re-reads it, and `~/.netrc`, in a worker thread on every
-  request (two thread hops, a third of the client's CPU per request).
+  request (two thread hops, a third of the client's CPU per request). A session still open when its
+  loop shuts down (`asyncio.run` returning, with no `aclose` first) is closed by the loop's shutdown,
+  not left for the garbage collector to report as an "Unclosed client session".
 * `read_capped` — reads a body chunk by chunk and refuses it as soon as it passes a byte limit, so
   an endpoint that sends gigabytes cannot fill the caller's memory before a size check runs.
 * `send_with_retries` — the one retry loop both clients use: a retryable status or a connection
@@ -21,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import random
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -47,6 +49,7 @@ class LoopSession:
         self._session = session
         self._owned = session is None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._closer: AsyncGenerator[None, None] | None = None  # see _close_at_loop_shutdown
 
     def get(self) -> aiohttp.ClientSession:
         """The session for the running loop (call from inside it)."""
@@ -59,6 +62,7 @@ class LoopSession:
             self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout, headers=self._headers,
                                                   proxy=env_proxy(self.base_url))
             self._loop = loop
+            self._closer = _close_at_loop_shutdown(self._session)
         return self._session
 
     async def aclose(self) -> None:
@@ -66,7 +70,32 @@ class LoopSession:
         if self._owned and self._session is not None and not self._session.closed:
             await self._session.close()
         if self._owned:
-            self._session, self._loop = None, None
+            self._session, self._loop, self._closer = None, None, None
+
+
+def _close_at_loop_shutdown(session: aiohttp.ClientSession) -> AsyncGenerator[None, None]:
+    """Have the running loop close `session` when it shuts down, if nobody closed it before.
+
+    A session can only be closed on its own loop, and a caller that runs a client under `asyncio.run` (once, or
+    once per call) has no place to do that. Event loops finalize the async generators still suspended when they
+    shut down (`asyncio.run` does, through `loop.shutdown_asyncgens()`): this one is started here, so the loop
+    knows it, and waits; its `finally` closes the session then. Keep the returned generator referenced (the
+    loop holds it weakly); a loop that never shuts its generators down leaves the session to its owner, as before.
+    """
+    async def closer() -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            if not session.closed:
+                await session.close()
+
+    generator = closer()
+    step = generator.asend(None)  # runs to the `yield` now (no task): the loop's first-iteration hook registers it
+    try:
+        step.send(None)
+    except StopIteration:
+        pass
+    return generator
 
 
 def env_proxy(url: str) -> str | None:

@@ -55,6 +55,20 @@ def _ask(driver, wait, question: str) -> str:
     return text.group(1)
 
 
+def _click_sample(driver, wait, question: str) -> str:
+    """Click the sample-question button that holds `question` and return the answer, as `_ask` does."""
+    from selenium.webdriver.common.by import By
+
+    def sample_button(d):
+        return next((b for b in d.find_elements(By.TAG_NAME, "button") if b.text.strip() == question), None)
+
+    button = wait.until(sample_button)
+    button.click()
+    entry = re.escape(question) + r" → (.+)"
+    text = wait.until(lambda d: re.search(entry, d.find_element(By.TAG_NAME, "body").text))
+    return text.group(1)
+
+
 @pytest.mark.slow
 def test_demo_in_a_browser(demo, tmp_path):
     from selenium.webdriver.common.by import By
@@ -67,7 +81,10 @@ def test_demo_in_a_browser(demo, tmp_path):
         wait = WebDriverWait(driver, 180)
         # the page itself says that a stand-in answers, and how to plug in a real VLM
         wait.until(lambda d: "rule-based stand-in" in d.find_element(By.TAG_NAME, "body").text)
-        assert "not a VLM" in driver.find_element(By.TAG_NAME, "body").text
+        body = driver.find_element(By.TAG_NAME, "body").text
+        assert "not a VLM" in body
+        assert "4 document(s), 12 page(s) indexed" in body  # the Corpus panel is open from the start
+        assert "Try a sample question" in body
         answer = _ask(driver, wait, "How much power does the Kestrel Ridge solar plant produce?")
         assert answer == "410 MW"
         assert "Answer: 410 MW" in driver.find_elements(By.XPATH, ANSWER_BOX)[0].text
@@ -77,8 +94,8 @@ def test_demo_in_a_browser(demo, tmp_path):
         assert "where the agent looked (model frame" in page_text and "page pixels" in page_text
         time.sleep(1.0)  # let images finish painting
         assert browser.save_screenshot(driver, "demo.png", tmp_path).stat().st_size > 20_000
-        for question, expected in SAMPLE_QUESTIONS:
-            answer = _ask(driver, wait, question)
+        for i, (question, expected) in enumerate(SAMPLE_QUESTIONS):
+            answer = (_click_sample if i == 0 else _ask)(driver, wait, question)  # a sample button, then typing
             assert re.search(expected, answer), (question, answer)
     finally:
         driver.quit()

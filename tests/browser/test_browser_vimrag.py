@@ -1,5 +1,5 @@
 """`./run_demo.sh vimrag` end to end in headless Chromium: a question asked, the memory graph drawn
-live (its nodes present in the page), the answer shown. Saves the README's VimRAG screenshot when
+live (its nodes present in the page), the answer shown. Saves docs/vimrag.md's screenshot when
 VRAG_UPDATE_SCREENSHOT=1. Skips where Chromium or chromedriver is not installed."""
 from __future__ import annotations
 

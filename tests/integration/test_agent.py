@@ -39,7 +39,7 @@ def _types(result):
     return [e.type for e in result.events]
 
 
-def test_episode_searches_crops_and_answers(scripted_policy, text_search_server, riverside_bbox):
+def test_episode_searches_crops_and_answers(scripted_policy, text_search_server, text_index, riverside_bbox):
     bbox, page_size, shown_size, line_box = riverside_bbox
     policy = scripted_policy({"Riverside": [
         "<think>I should find the district table.</think><search>Riverside district satisfaction score</search>",
@@ -66,7 +66,11 @@ def test_episode_searches_crops_and_answers(scripted_policy, text_search_server,
     # the zoomed crop really shows the region: OCR reads the line in it
     assert any("Riverside" in found.text for found in ocr_lines(crop.image))
     assert crop.shown_size[0] * crop.shown_size[1] >= 256 * 28 * 28  # zoomed up to the pixel budget
-    assert result.evidence == [{"page_id": PAGE, "image_path": shown.image_path, "crops": [list(crop.page_box)]}]
+    assert result.evidence == [{"page_id": PAGE, "crops": [list(crop.page_box)]}]
+    # the search server shares this machine (it exposes its paths) and the agent read the page from its file,
+    # yet what the result shows names the page by its URL, never by the server machine's absolute path
+    assert shown.image_path == f"{text_search_server.url}/pages/{PAGE}/image"
+    assert str(text_index) not in json.dumps(result.to_dict())
     assert result.retrieved_page_ids == [PAGE]
     payload = json.dumps(result.to_dict())  # the whole trajectory is JSON-safe
     assert "image_ref" in payload and "base64" not in payload

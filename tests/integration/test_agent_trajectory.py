@@ -76,7 +76,7 @@ def test_search_crop_answer_trajectory(scripted_policy, remote_search):
     ]
     assert graph.answer_id == "t2" and graph.answer_path() == {ROOT_ID, "t0", "t1", "t2"}
     assert result.retrieved_ranked == [PAGE, "giraffe_1"]
-    assert result.evidence == [{"page_id": PAGE, "image_path": url, "crops": [[600, 500, 700, 600]]}]
+    assert result.evidence == [{"page_id": PAGE, "crops": [[600, 500, 700, 600]]}]
 
 
 def test_invalid_turns_and_a_second_search_in_the_step_graph(scripted_policy, remote_search):

@@ -12,13 +12,14 @@ QUESTION = "How much power does the Kestrel Ridge solar plant produce?"
 
 
 @pytest.fixture()
-def app_env(monkeypatch, text_search_server, text_index, tmp_path):
+def app_env(monkeypatch, text_search_server, text_index, sample_corpus, tmp_path):
     def configure(policy_url: str):
         monkeypatch.setenv("VRAG_POLICY_URL", policy_url)
         monkeypatch.setenv("VRAG_SEARCH_URL", text_search_server.url)
         monkeypatch.setenv("VRAG_INDEX_DIR", str(text_index))
         monkeypatch.setenv("VRAG_UPLOAD_DIR", str(tmp_path / "uploads"))
         monkeypatch.setenv("VRAG_MODEL", "scripted")
+        monkeypatch.setenv("VRAG_SAMPLE_QUESTIONS", str(sample_corpus.dataset_path))
         app = AppTest.from_file(APP, default_timeout=120)
         app.run()
         assert not app.exception, app.exception
@@ -29,7 +30,7 @@ def app_env(monkeypatch, text_search_server, text_index, tmp_path):
 
 def _ask(app, question: str):
     app.text_input(key="question").input(question)
-    app.button[0].click().run()
+    app.button(key="ask_button").click().run()
     assert not app.exception, app.exception
     return app
 
@@ -106,6 +107,49 @@ def test_corpus_panel_lists_documents(app_env, scripted_policy):
     app = app_env(scripted_policy(default=["<answer>x</answer>"]))
     captions = " ".join(c.value for c in app.caption)
     assert "4 document(s), 12 page(s) indexed" in captions
+    corpus = next(e for e in app.expander if e.label == "Corpus")
+    assert corpus.proto.expanded  # open when the page loads: what is indexed, and where to add documents
+
+
+def test_a_sample_question_is_one_click(app_env, scripted_policy):
+    """The sample corpus's questions are buttons under the question box; a click fills the box and asks."""
+    policy = scripted_policy({"Kestrel": ["<search>Kestrel Ridge solar plant</search>", "<answer>410 MW</answer>"]},
+                             default=["<answer>x</answer>"])
+    app = app_env(policy)
+    samples = [b for b in app.button if b.key and b.key.startswith("sample_")]
+    assert len(samples) == 9 and "Type a question first." not in [w.value for w in app.warning]
+    kestrel = next(b for b in samples if b.label == QUESTION)
+    kestrel.click().run()
+    assert not app.exception, app.exception
+    assert app.text_input(key="question").value == QUESTION  # the box holds the question asked
+    assert app.success and "410 MW" in app.success[0].value
+    history = app.session_state["history"]
+    assert [h["question"] for h in history] == [QUESTION] and history[0]["answer"] == "410 MW"
+    app.run()  # a rerun (any widget touched) does not ask it again
+    assert len(app.session_state["history"]) == 1
+
+
+def test_sample_questions_are_those_of_the_indexed_documents(sample_corpus, tmp_path):
+    from demo.sample_questions import load_sample_questions
+
+    everything = load_sample_questions(sample_corpus.dataset_path)
+    assert len(everything) == 9 and everything[0] == "What was Acme Robotics' total revenue in 2023?"
+    solar = load_sample_questions(sample_corpus.dataset_path, doc_ids=["solar_energy_brief"])
+    assert solar == [QUESTION, "What was the installed solar capacity in 2023?"]
+    assert load_sample_questions(sample_corpus.dataset_path, doc_ids=[]) == []  # a user's own index
+    assert load_sample_questions(tmp_path / "none.json") == []  # no file: no buttons, no error
+    (tmp_path / "bad.json").write_text("{not json")
+    assert load_sample_questions(tmp_path / "bad.json") == []
+
+
+def test_ingestion_progress_names_the_document_and_its_place():
+    from demo.corpus_panel import progress_text
+
+    position = {"/u/a.pdf": 1, "/u/b.pdf": 2}
+    event = {"doc_id": "b", "source": "/u/b.pdf", "page": 3, "num_pages": 12, "stage": "pages"}
+    fraction, text = progress_text(event, position, 2)
+    assert text == "document 2 of 2 · b.pdf: page 3/12" and fraction == pytest.approx((1 + 3 / 12) / 2)
+    assert progress_text({**event, "source": "/elsewhere/c.pdf"}, position, 2)[1] == "c.pdf: page 3/12"
 
 
 def test_not_found_is_not_shown_as_an_answer(app_env, scripted_policy):

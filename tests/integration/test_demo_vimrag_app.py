@@ -31,7 +31,7 @@ def test_vimrag_page_streams_graph_and_answer(monkeypatch, standin_url, text_sea
     at.run()
     assert not at.exception and at.title[0].value.startswith("VimRAG")
     at.text_input(key="question").input("What satisfaction score did the Riverside district get?")
-    at.button[0].click().run()
+    at.button(key="ask_button").click().run()
     assert not at.exception, at.exception
     assert any("7.4" in s.value for s in at.success)
     charts = at.get("graphviz_chart")
@@ -43,3 +43,21 @@ def test_vimrag_page_streams_graph_and_answer(monkeypatch, standin_url, text_sea
     at.run()  # a rerun without a new question: the last episode is still shown
     assert any("7.4" in s.value for s in at.success) and len(at.get("graphviz_chart")) == 1
     assert len(at.session_state["history"]) == 1
+
+
+def test_vimrag_sample_question_is_one_click(monkeypatch, standin_url, text_search_server, sample_corpus):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("VRAG_POLICY_URL", standin_url)
+    monkeypatch.setenv("VRAG_SEARCH_URL", text_search_server.url)
+    monkeypatch.setenv("VRAG_SAMPLE_QUESTIONS", str(sample_corpus.dataset_path))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    samples = [b for b in at.button if b.key and b.key.startswith("sample_")]
+    assert len(samples) == 9
+    question = "What satisfaction score did the Riverside district get?"
+    next(b for b in samples if b.label == question).click().run()
+    assert not at.exception, at.exception
+    assert at.text_input(key="question").value == question
+    assert any("7.4" in s.value for s in at.success)
+    assert [h["question"] for h in at.session_state["history"]] == [question]

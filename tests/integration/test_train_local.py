@@ -117,7 +117,7 @@ def test_tiny_training_learns_well_formed_turns(tmp_path):
     Why this and not "the mean reward rises" (measured 2026-11-25; it replaced that test, quarantined then):
     - With the script's default 12 SFT epochs, this install's SFT already writes well-formed replies 95 % of
       the time (probe `valid`; 96 % of the first RL step's episodes). Fixing the format was most of what the
-      first 30–40 RL steps gained in the install the README's run was made in (format 0.78 → 0.94, reward
+      first 30–40 RL steps gained in the install docs/training.md's run was made in (format 0.78 → 0.94, reward
       0.23 → 0.31), so comparing reward windows had nothing left to see here: the seed-0 run started at 0.32
       and stayed flat for 60 steps. The rest of the reward needs the policy to tell the four questions apart
       (which word to search, which answer to give); after SFT on random choices it does not (keyword share

@@ -12,7 +12,7 @@ import os
 import httpx
 import pytest
 
-from search_engine.client import SearchClient, SearchError, SearchResultPage
+from search_engine.client import SearchClient, SearchError
 from search_engine.types import SearchHit
 from testkit.loopback import LoopbackServer
 from testkit.upstream_search import create_upstream_app, export_page_images
@@ -60,7 +60,7 @@ def test_client_detects_upstream_and_reads_its_hits(upstream_server):
     assert client.protocol == "upstream"
     assert [len(hits) for hits in results] == [3, 3]  # upstream always sends 10: the client keeps top_k
     top = results[0][0]
-    assert isinstance(top, SearchHit) and SearchResultPage is SearchHit
+    assert isinstance(top, SearchHit)
     assert (top.rank, top.page_id, top.doc_id, top.page_number) == (1, "solar_energy_brief_3", "solar_energy_brief", 3)
     assert os.path.isabs(top.image_path) and os.path.isfile(top.image_path)  # resolved against our cwd
     assert top.metadata["image_file"].endswith("solar_energy_brief_3.jpg") and top.image_url == ""

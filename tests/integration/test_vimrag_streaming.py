@@ -56,7 +56,14 @@ def test_reasoning_content_is_the_thought_and_content_the_reply():
     try:
         pieces: list[tuple[str, str]] = []
         policy = StreamingOpenAIPolicy(server.url + "/v1", model="thinker", on_delta=lambda k, t: pieces.append((k, t)))
-        reply = asyncio.run(policy.complete([{"role": "user", "content": "q"}], SamplingParams(max_tokens=64)))
+
+        async def ask():
+            try:
+                return await policy.complete([{"role": "user", "content": "q"}], SamplingParams(max_tokens=64))
+            finally:
+                await policy.aclose()  # its aiohttp session belongs to this loop: closed before the loop ends
+
+        reply = asyncio.run(ask())
         assert reply.text == "<think>The question is simple.</think>" + ANSWER
         assert (reply.prompt_tokens, reply.completion_tokens, reply.finish_reason) == (11, 7, "stop")
         assert [k for k, _ in pieces] == ["reasoning", "reasoning", "content", "content"]

@@ -104,7 +104,7 @@ ALL_SETS = ["standard", "noisy", "multipage", "half-unmatched"]
 
 
 def test_documented_make_bench_corpus_command_lines_parse():
-    # README.md, docs/scale.md
+    # docs/benchmarks.md, docs/scale.md
     got = _parsed("make_bench_corpus", "--pages 10000 --out data/bench/synth_10k --queries 50")
     assert (got["pages"], got["out"], got["queries"], got["query_sets"]) == (10000, Path("data/bench/synth_10k"), 50,
                                                                             [])

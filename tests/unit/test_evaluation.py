@@ -366,6 +366,18 @@ def test_parse_verdict():
     assert parse_verdict("maybe") is None
 
 
+def _judge_once(judge: LLMJudge, *args):
+    """`judge.ajudge(*args)` on an event loop of its own; the judge's HTTP session belongs to that loop, so it is
+    closed before the loop ends (left open, aiohttp reports an unclosed session when it is collected)."""
+    async def go():
+        try:
+            return await judge.ajudge(*args)
+        finally:
+            await judge.aclose()
+
+    return asyncio.run(go())
+
+
 def test_judge_over_http(serve_judge):
     server, app = serve_judge()
     judge = LLMJudge(server.url, "judge-model", api_key="k-123")
@@ -386,18 +398,18 @@ def test_judge_over_http(serve_judge):
     assert app.state.auth == ["Bearer k-123"] * 2
 
     chatty_server, _ = serve_judge("chatty")
-    verdict = asyncio.run(LLMJudge(chatty_server.url + "/v1", "m").ajudge("q", "7.4", "7.4"))
+    verdict = _judge_once(LLMJudge(chatty_server.url + "/v1", "m"), "q", "7.4", "7.4")
     assert verdict.score == 1.0
 
 
 def test_judge_retries_then_gives_none(serve_judge):
     server, app = serve_judge("down")
     judge = LLMJudge(server.url, "m", max_retries=2, backoff_s=0.01)
-    verdict = asyncio.run(judge.ajudge("q", "a", "a"))
+    verdict = _judge_once(judge, "q", "a", "a")
     assert verdict.score is None and "500" in verdict.error and app.state.calls == 3
 
     flaky, flaky_app = serve_judge("flaky")
-    verdict = asyncio.run(LLMJudge(flaky.url, "m", max_retries=2, backoff_s=0.01).ajudge("q", "a", "a"))
+    verdict = _judge_once(LLMJudge(flaky.url, "m", max_retries=2, backoff_s=0.01), "q", "a", "a")
     assert verdict.score == 1.0 and flaky_app.state.calls == 2
 
 
@@ -405,7 +417,7 @@ def test_judge_unreachable_never_raises():
     from testkit.loopback import free_port
 
     judge = LLMJudge(f"http://127.0.0.1:{free_port()}", "m", max_retries=1, backoff_s=0.01, timeout=2)
-    verdict = asyncio.run(judge.ajudge("q", "a", "a"))
+    verdict = _judge_once(judge, "q", "a", "a")
     assert verdict.score is None and "unreachable" in verdict.error  # the adapter names a refused connection
 
 

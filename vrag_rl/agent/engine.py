@@ -31,7 +31,8 @@ from typing import Any, Protocol, TypeVar
 
 from PIL import Image
 
-from search_engine.client import SearchClient, SearchError, SearchResultPage
+from search_engine.client import SearchClient, SearchError
+from search_engine.types import SearchHit
 from vrag_rl.agent.config import EpisodeConfig
 from vrag_rl.agent.credit_graph import CreditGraph
 from vrag_rl.agent.events import AgentEvent, EpisodeFinished, EpisodeStarted, EpisodeStatus, ErrorEvent
@@ -112,7 +113,7 @@ class EpisodeEngine:
         self.episode_id = episode_id or uuid.uuid4().hex[:12]
         self.events: list[AgentEvent] = []
         self.turn_records: list[TurnRecord] = []
-        self.page_paths: dict[str, str] = {}  # page id → the file or URL its pixels came from
+        self.page_paths: dict[str, str] = {}  # page id → how results name its image (`SearchHit.image_ref`)
         self._page_images: dict[str, tuple[str, Image.Image]] = {}  # this episode's pages (the store may evict)
         self.timings = {"policy_s": 0.0, "search_s": 0.0, "image_s": 0.0}
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0}
@@ -250,7 +251,7 @@ class EpisodeEngine:
         return f"the episode's token budget ({self.config.max_episode_tokens} response tokens) is spent"
 
     # ---- search and pages -----------------------------------------------------------------------------------
-    async def _search(self, turn: int, queries: list[str]) -> list[list[SearchResultPage]] | ErrorEvent:
+    async def _search(self, turn: int, queries: list[str]) -> list[list[SearchHit]] | ErrorEvent:
         """One batch of queries → per query its hits; a failure is a fatal `ErrorEvent` (emitted, returned)."""
         started = time.perf_counter()
         try:
@@ -265,7 +266,7 @@ class EpisodeEngine:
             self.timings["search_s"] += time.perf_counter() - started
         return results
 
-    async def _page(self, hit: SearchResultPage) -> tuple[str, Image.Image]:
+    async def _page(self, hit: SearchHit) -> tuple[str, Image.Image]:
         """(cache key, decoded page) of a hit: from its local file when there is one, else from the server."""
         if hit.page_id in self._page_images:
             return self._page_images[hit.page_id]
@@ -274,7 +275,7 @@ class EpisodeEngine:
         key = f"{hit.page_id}@{hit.image_path if local else hit.image_url}"
         page = await self.pages.page(key, hit.image_path if local else None,
                                      lambda: self.search_client.page_image(hit.page_id))
-        self.page_paths[hit.page_id] = hit.image_path if local else hit.image_url
+        self.page_paths[hit.page_id] = hit.image_ref  # what results show: the image's URL or the page id
         self._page_images[hit.page_id] = (key, page)
         self.timings["image_s"] += time.perf_counter() - started
         return key, page

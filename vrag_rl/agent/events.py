@@ -29,7 +29,7 @@ class ImageRef:
 
     image_id: str  # "img-0", "img-1", ... in the order shown to the model
     page_id: str
-    image_path: str  # the original page image on the agent's machine (or its URL)
+    image_path: str  # the page image as results name it: its URL on the search server, else the page id
     page_size: tuple[int, int]  # (width, height) of the original page
     page_box: Box  # (x1, y1, x2, y2) in page pixels
     shown_size: tuple[int, int]

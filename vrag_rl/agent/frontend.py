@@ -225,6 +225,8 @@ class LoopThread:
         if loop.is_running():
             loop.call_soon_threadsafe(loop.stop)
             thread.join(timeout=5)
+        if not thread.is_alive() and not loop.is_closed():
+            loop.close()  # its self-pipe sockets too: unclosed, each is a ResourceWarning when collected
 
     def submit(self, coro):
         """Schedule `coro` on the loop; a `concurrent.futures.Future` of its result."""

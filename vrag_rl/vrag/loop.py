@@ -20,7 +20,8 @@ from typing import Any
 
 from PIL import Image
 
-from search_engine.client import SearchClient, SearchError, SearchResultPage
+from search_engine.client import SearchClient, SearchError
+from search_engine.types import SearchHit
 from vrag_rl.agent.engine import EpisodeEngine, TurnOutcome
 from vrag_rl.agent.events import (
     AgentEvent,
@@ -129,9 +130,9 @@ class Episode(EpisodeEngine):
         yield self._emit(SearchResultsEvent(turn=turn, queries=queries, hits=hits_view, shown=shown, message=message))
 
     def _choose_pages(self, queries: list[str],
-                      results: list[list[SearchResultPage]]) -> list[tuple[str, SearchResultPage]]:
+                      results: list[list[SearchHit]]) -> list[tuple[str, SearchHit]]:
         """Per query, the best pages not shown `max_repeats` times yet (RAG-R1: one batch, many queries)."""
-        chosen: list[tuple[str, SearchResultPage]] = []
+        chosen: list[tuple[str, SearchHit]] = []
         taken: set[str] = set()
         for query, hits in zip(queries, results):
             picked = 0

@@ -10,7 +10,7 @@ from vrag_rl.agent.result import EpisodeResultBase
 
 @dataclass(kw_only=True)
 class EpisodeResult(EpisodeResultBase):
-    """A VRAG episode: `evidence` is, per page looked at, page_id, image_path and crop regions (page pixels)."""
+    """A VRAG episode: `evidence` is, per page looked at, its page_id and crop regions (page pixels)."""
 
     messages: list[dict[str, Any]] = field(default_factory=list)  # images as {"type": "image_ref", "image_id"}
     images: list[ImageRef] = field(default_factory=list)

@@ -30,7 +30,7 @@ class Transcript:
         self.shown_count: dict[str, int] = {}  # page id → times shown whole (crops not counted)
         self.page_order: list[str] = []
         self.crops_by_page: dict[str, list[list[int]]] = {}
-        self.page_paths = page_paths  # the engine's: page id → file or URL
+        self.page_paths = page_paths  # the engine's: page id → the image's URL or the page id
 
     # ---- the Memory interface ------------------------------------------------------------------------------
     def context(self) -> list[Message]:
@@ -44,8 +44,7 @@ class Transcript:
         self.add_user([text_part(text)])
 
     def evidence(self) -> list[dict[str, Any]]:
-        return [{"page_id": pid, "image_path": self.page_paths.get(pid, ""), "crops": self.crops_by_page.get(pid, [])}
-                for pid in self.page_order]
+        return [{"page_id": pid, "crops": self.crops_by_page.get(pid, [])} for pid in self.page_order]
 
     def credit_graph(self, records: list[TurnRecord]) -> CreditGraph:
         """The turn graph of `records` (see the module doc)."""
