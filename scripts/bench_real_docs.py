@@ -173,19 +173,6 @@ class ServerProcess:
         self._log.close()
 
 
-def _policy_module() -> str:
-    """The policy server's package: `vrag_rl.serving.policy_server` (its home since the serving room), or
-    the old `vrag_rl.policy_server` in a checkout from before the move."""
-    import importlib.util
-
-    try:
-        if importlib.util.find_spec("vrag_rl.serving.policy_server") is not None:
-            return "vrag_rl.serving.policy_server"
-    except ModuleNotFoundError:
-        pass
-    return "vrag_rl.policy_server"
-
-
 def run_end_to_end(examples: Sequence[Any], index: Path, work_dir: Path, *, policy_url: str | None,
                    model: str | None, api_key: str | None, policy_backend: str, max_turns: int,
                    concurrency: int, episode_timeout: float | None) -> list[dict[str, Any]]:
@@ -204,7 +191,7 @@ def run_end_to_end(examples: Sequence[Any], index: Path, work_dir: Path, *, poli
         if policy_url is None:
             policy_port = free_port()
             # As run_demo.sh does: the stand-in reads the page layouts the search server stored.
-            policy = ServerProcess("policy server", ["-m", _policy_module(), "serve", "--backend",
+            policy = ServerProcess("policy server", ["-m", "vrag_rl.serving.policy_server", "serve", "--backend",
                                                      policy_backend, "--port", str(policy_port),
                                                      "--search-url", f"http://127.0.0.1:{search_port}"],
                                    f"http://127.0.0.1:{policy_port}/health", work_dir / "policy.log")

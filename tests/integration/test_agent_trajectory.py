@@ -79,7 +79,7 @@ def test_search_crop_answer_trajectory(scripted_policy, remote_search):
     assert result.evidence == [{"page_id": PAGE, "crops": [[600, 500, 700, 600]]}]
 
 
-def test_invalid_turns_and_a_second_search_in_the_step_graph(scripted_policy, remote_search):
+def test_invalid_turns_and_a_second_search_in_the_credit_graph(scripted_policy, remote_search):
     policy = scripted_policy(default=[
         "<search>zebra marker</search>", "no action here", "<search>giraffe</search>",
         "<bbox>[0, 0, 350, 280]</bbox>", "<answer>two</answer>"])

@@ -48,7 +48,7 @@ def test_graph_built_from_a_scripted_episode():
     assert [n["on_answer_path"] for n in export["nodes"]] == [True, True, True, False, True]
 
 
-def test_step_graph_export_for_ggpo():
+def test_credit_graph_export_for_ggpo():
     credit_graph = scripted_graph().to_credit_graph()
     assert isinstance(credit_graph, CreditGraph)
     assert credit_graph.answer_id == "answer"

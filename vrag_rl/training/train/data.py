@@ -2,7 +2,7 @@
 
 `reference_pages` are page ids (`{doc_id}_{page}`, the project's and upstream's naming), so the
 retrieval reward and GGPO's evidence test compare like with like. Upstream's `rag_dataset.json`
-converts to this with `vrag_rl.evaluation.dataset` (file name + 1-based pages → page ids).
+converts to this with `vrag_rl.scoring.qa_dataset` (file name + 1-based pages → page ids).
 """
 from __future__ import annotations
 
