@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Shared body of scripts/train_*.sh: checks, Ray cluster (single node / head / join), search server,
 # and verl's trainer launched with our Hydra config. Sourced by the train_*.sh scripts, which set
-# VRAG_CONFIG_DEFAULT, MODEL_PATH_DEFAULT and N_GPUS_DEFAULT, then call `vrag_train_main "$@"`.
+# VRAG_CONFIG_DEFAULT, MODEL_PATH_DEFAULT and N_GPUS_DEFAULT (and AGENT_LOOP_DEFAULT when their config's
+# loop is not vrag_agent), then call `vrag_train_main "$@"`.
 #
 # Every path, port and size is an environment variable with a default (see `--help`). Anything of
 # the form key=value on the command line is passed to Hydra as an override of the config.
@@ -31,6 +32,10 @@ _vrag_defaults() {
   RAY_PORT="${RAY_PORT:-6379}"
   RAY_HEAD="${RAY_HEAD:-0}"
   RAY_WAIT_S="${RAY_WAIT_S:-600}"
+  AGENT_LOOP="${AGENT_LOOP_DEFAULT:-vrag_agent}"       # the loop this script's config trains; rows must name it
+  ATTN_IMPL="${ATTN_IMPL:-auto}"                       # auto: flash_attention_2 where flash-attn imports, else sdpa
+  DUMP_DIR="${DUMP_DIR:-}"                             # set (or --dump): verl's trajectory and validation dumps
+  LOG_VAL_GENERATIONS="${LOG_VAL_GENERATIONS:-10}"     # with dumps: validation samples sent to the logger
   PYTHON="${PYTHON:-}"
   if [[ -z "$PYTHON" ]]; then
     if [[ -x "$REPO_ROOT/.venv/bin/python" ]]; then PYTHON="$REPO_ROOT/.venv/bin/python"; else PYTHON=python3; fi
@@ -43,14 +48,19 @@ _vrag_defaults() {
 
 _vrag_usage() {
   cat <<EOF
-usage: $(basename "$0") [--dry-run] [--head | --join HEAD_IP:PORT] [hydra.key=value ...]
+usage: $(basename "$0") [--dry-run] [--dump] [--head | --join HEAD_IP:PORT] [hydra.key=value ...]
 
 Trains with verl's trainer and configs/verl/$VRAG_CONFIG_DEFAULT.yaml.
   --dry-run        print the checks, the command and the composed config; start nothing
   --head           start a Ray head on this node (multi-node: NNODES>1 implies it), then train;
                    the head is stopped (ray stop) when training ends
   --join ADDR      join the Ray cluster at ADDR as a worker node and block (run this on the other nodes)
+  --dump           dump every step's trajectories (trainer.rollout_data_dir=DUMP_DIR/rollout, one JSONL per
+                   step) and the validation generations (trainer.validation_data_dir=DUMP_DIR/validation;
+                   trainer.log_val_generations=LOG_VAL_GENERATIONS samples to the logger); DUMP_DIR defaults
+                   to CKPT_DIR/dumps. Setting DUMP_DIR alone turns the dumps on too.
   key=value        a Hydra override, e.g. trainer.total_epochs=2 data.train_batch_size=64
+                   trainer.max_actor_ckpt_to_keep=5 (checkpoints kept; default 2, null keeps every one)
 
 Environment (default):
   MODEL_PATH ($MODEL_PATH_DEFAULT)     TRAIN_FILE (data/rl/train.parquet)  VAL_FILE (data/rl/val.parquet)
@@ -61,7 +71,49 @@ Environment (default):
   VRAG_JUDGE_URL (unset: rule-based outcome)  VRAG_JUDGE_MODEL (qwen-max-latest)  VRAG_JUDGE_API_KEY
   RAY_ADDRESS (join an existing cluster)  RAY_PORT (6379)  RAY_WAIT_S (600)  PYTHON (.venv/bin/python)
   RAY_BIN (the ray CLI beside PYTHON, else ray on PATH)
+  ATTN_IMPL (auto: flash_attention_2 where flash-attn imports in PYTHON, else sdpa with remove-padding off;
+             or flash_attention_2 | sdpa | eager)
+  DUMP_DIR (unset: no dumps)  LOG_VAL_GENERATIONS (10)
+Rows: every row's agent_name must be $AGENT_LOOP (verl runs each row's loop; convert with
+  python -m vrag_rl.training.data convert QA.json --agent-name $AGENT_LOOP --out FILE).
+Several nodes (NNODES>1): VRAG_SEARCH_URL must be an address the other nodes reach (not loopback), and a server
+  started here on VRAG_INDEX must listen on one (SEARCH_BIND=0.0.0.0).
 EOF
+}
+
+# The actor's attention: verl's model config defaults to flash_attention_2 (verl/workers/config/model.py ~185),
+# which "verl[vllm]" does not install. ATTN_IMPL=auto picks it where flash-attn imports in PYTHON (the nodes share
+# one environment), sdpa otherwise; any other choice than flash_attention_2 also turns remove-padding off, as
+# verl's Qwen2-VL remove-padding attention calls flash-attn's varlen kernel (verl/models/transformers/qwen2_vl.py
+# ~233, patched in by monkey_patch.py ~407). Sets ATTN_CHOSEN, ATTN_NOTE (the preflight line) and ATTN_FAIL.
+_vrag_attention() {
+  ATTN_CHOSEN="" ATTN_NOTE="" ATTN_FAIL=""
+  case "$ATTN_IMPL" in
+    auto|flash_attention_2|sdpa|eager) ;;
+    *) echo "ATTN_IMPL must be auto, flash_attention_2, sdpa or eager (got '$ATTN_IMPL')" >&2; return 2 ;;
+  esac
+  local out fa_ok=0 why=""
+  if out=$("$PYTHON" -c 'import flash_attn; print(getattr(flash_attn, "__version__", "unknown"))' 2>&1); then
+    fa_ok=1
+  elif [[ "$out" == *"No module named 'flash_attn'"* ]]; then
+    why="flash-attn is not installed in $PYTHON"
+  else
+    why="flash-attn does not import in $PYTHON: $(printf '%s\n' "$out" | tail -1)"
+  fi
+  case "$ATTN_IMPL" in
+    auto)
+      if (( fa_ok )); then ATTN_CHOSEN=flash_attention_2; ATTN_NOTE="flash_attention_2 (flash-attn $out)"
+      else
+        ATTN_CHOSEN=sdpa
+        ATTN_NOTE="sdpa ($why; remove-padding off; for the faster kernels: pip install flash-attn --no-build-isolation on every node)"
+      fi ;;
+    flash_attention_2)
+      ATTN_CHOSEN=flash_attention_2
+      if (( fa_ok )); then ATTN_NOTE="flash_attention_2 (flash-attn $out; ATTN_IMPL)"
+      else ATTN_FAIL="ATTN_IMPL=flash_attention_2 but flash_attn does not import in $PYTHON ($why): pip install flash-attn --no-build-isolation on every node, or ATTN_IMPL=auto to train with sdpa"
+      fi ;;
+    *) ATTN_CHOSEN="$ATTN_IMPL"; ATTN_NOTE="$ATTN_IMPL (ATTN_IMPL; remove-padding off)" ;;
+  esac
 }
 
 _vrag_command() {
@@ -77,7 +129,29 @@ _vrag_command() {
     CMD+=("vrag.judge.base_url=$VRAG_JUDGE_URL" "vrag.judge.model=$VRAG_JUDGE_MODEL")
   fi
   if [[ -n "$RESUME_FROM" ]]; then CMD+=("trainer.resume_from_path=$RESUME_FROM"); fi
-  CMD+=("${OVERRIDES[@]}")
+  CMD+=("++actor_rollout_ref.model.override_config.attn_implementation=$ATTN_CHOSEN")
+  if [[ "$ATTN_CHOSEN" != flash_attention_2 ]]; then CMD+=("actor_rollout_ref.model.use_remove_padding=false"); fi
+  if [[ -n "$DUMP_DIR" ]]; then
+    CMD+=("trainer.rollout_data_dir=$DUMP_DIR/rollout" "trainer.validation_data_dir=$DUMP_DIR/validation"
+      "trainer.log_val_generations=$LOG_VAL_GENERATIONS")
+  fi
+  CMD+=("${OVERRIDES[@]}")   # last: the user's key=value wins over everything above
+  local o
+  for o in "${OVERRIDES[@]}"; do  # a loop named on the command line is the one the rows must name
+    case "$o" in actor_rollout_ref.rollout.agent.default_agent_loop=*) AGENT_LOOP="${o#*=}" ;; esac
+  done
+}
+
+# "loopback" when the URL's host is a loopback or unspecified address (or localhost), else "ok".
+_url_scope() {
+  local host="${1#*://}"
+  host="${host%%/*}"; host="${host##*@}"
+  if [[ "$host" == \[* ]]; then host="${host#[}"; host="${host%%]*}"; else host="${host%%:*}"; fi
+  host="${host,,}"
+  case "$host" in
+    ""|localhost|*.localhost|127.*|0.0.0.0|::|::1|0:0:0:0:0:0:0:1) echo loopback ;;
+    *) echo ok ;;
+  esac
 }
 
 _search_healthy() {
@@ -100,9 +174,10 @@ _vrag_checks() {
     _fail "python '$PYTHON' lacks: $missing (install the project; on GPU nodes also \"verl[vllm]==0.9.1\", which brings vLLM and TransferQueue for verl's rollout and v1 trainer)"
   fi
   for f in "$TRAIN_FILE" "$VAL_FILE"; do
-    if msg=$("$PYTHON" -m vrag_rl.training.data check "$f" 2>&1); then _ok "$msg"; else
-      _fail "dataset $f: ${msg#error: } (build it with: python -m vrag_rl.training.data convert QA.json --out $f)"; fi
+    if msg=$("$PYTHON" -m vrag_rl.training.data check "$f" --agent-name "$AGENT_LOOP" 2>&1); then _ok "$msg"; else
+      _fail "dataset $f: ${msg#error: } (build it with: python -m vrag_rl.training.data convert QA.json --agent-name $AGENT_LOOP --out $f)"; fi
   done
+  if [[ -n "$ATTN_FAIL" ]]; then _fail "$ATTN_FAIL"; else _ok "attention: $ATTN_NOTE"; fi
   if [[ -d "$MODEL_PATH" ]]; then
     if [[ -f "$MODEL_PATH/config.json" ]]; then _ok "model $MODEL_PATH"; else
       _fail "model directory $MODEL_PATH has no config.json (not a Hugging Face model directory)"; fi
@@ -122,6 +197,14 @@ _vrag_checks() {
     _ok "search server $VRAG_SEARCH_URL"
   else
     _fail "no search server answers at $VRAG_SEARCH_URL/health (start one with: vrag-search serve --index INDEX --port $SEARCH_PORT, or set VRAG_INDEX to have this script start it)"
+  fi
+  if (( NNODES > 1 )); then  # the head's health check cannot see what the other nodes will reach
+    if [[ "$(_url_scope "$VRAG_SEARCH_URL")" != ok ]]; then
+      _fail "NNODES=$NNODES but VRAG_SEARCH_URL=$VRAG_SEARCH_URL is a loopback address: it answers on this node only, so every search of the rollout workers on the other nodes would fail and the run would train on zero rewards (serve search where every node reaches it: SEARCH_BIND=0.0.0.0 VRAG_SEARCH_URL=http://HEAD_IP:$SEARCH_PORT)"
+    fi
+    if [[ -n "$VRAG_INDEX" && ( "$SEARCH_BIND" == 127.* || "$SEARCH_BIND" == localhost || "$SEARCH_BIND" == ::1 ) ]]; then
+      _fail "NNODES=$NNODES and VRAG_INDEX is set but SEARCH_BIND=$SEARCH_BIND: the search server this script starts would listen on loopback only, out of reach of the other nodes (set SEARCH_BIND=0.0.0.0)"
+    fi
   fi
   if [[ -n "$VRAG_JUDGE_URL" && -z "${VRAG_JUDGE_API_KEY:-}" ]]; then
     echo "[check] note: VRAG_JUDGE_URL is set but VRAG_JUDGE_API_KEY is empty (fine for a local judge without a key)"
@@ -188,6 +271,7 @@ vrag_train_main() {
   while (($#)); do
     case "$1" in
       --dry-run) DRY_RUN=1 ;;
+      --dump) DUMP_DIR="${DUMP_DIR:-$CKPT_DIR/dumps}" ;;
       --head) RAY_HEAD=1 ;;
       --join) [[ $# -ge 2 ]] || { echo "--join needs HEAD_IP:PORT" >&2; return 2; }; join="$2"; shift ;;
       -h|--help) _vrag_usage; return 0 ;;
@@ -205,6 +289,7 @@ vrag_train_main() {
     exec "${join_cmd[@]}"
   fi
 
+  _vrag_attention || return 2
   _vrag_command
   local failures=0
   if [[ "$DRY_RUN" == 1 ]]; then
@@ -224,6 +309,9 @@ vrag_train_main() {
     echo "[ray] single node: verl starts a local Ray instance"
   fi
 
+  if [[ -n "$DUMP_DIR" ]]; then
+    echo "[train] trajectory dumps: $DUMP_DIR/rollout/<step>.jsonl; validation generations: $DUMP_DIR/validation/<step>.jsonl (and $LOG_VAL_GENERATIONS to the logger)"
+  fi
   printf '[train] command:'; printf ' %q' "${CMD[@]}"; echo
   if [[ "$DRY_RUN" == 1 ]]; then
     echo "[dry-run] composed config:"

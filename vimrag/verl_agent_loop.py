@@ -30,6 +30,11 @@ memory buffer (`energy.total_pixels`) is sized so text (`vimrag.text_tokens`), o
 the memory fit (`energy_for_prompt_length`), and a prompt that still would not fit ends the episode as an
 explicit failure before it is sent (`PromptBudgetError`), never truncated. Each turn's response has the whole
 `rollout.response_length` (it is its own row).
+
+Mini-batches by trajectory (`check_trajectory_mini_batches`): verl's v1 trainer counts a mini-batch in rows, and
+here a row is a turn, so with the VRAG configs' mini-batch the optimiser updates per step would grow with the
+episodes' length and a trajectory's turns would land in different mini-batches. `parts/vimrag.yaml` makes one
+mini-batch hold every row of a step (one update per step, every trajectory whole in it).
 """
 from __future__ import annotations
 
@@ -110,7 +115,68 @@ def vimrag_plugin_settings(config: Any) -> VimRAGPluginSettings:
     if response is not None and vim.max_tokens > response:
         raise PluginSettingsError(f"vimrag.agent.max_tokens ({vim.max_tokens}) exceeds data.max_response_length "
                                   f"({response}), which holds one turn's reply")
+    check_trajectory_mini_batches(root, vim.max_turns)
     return VimRAGPluginSettings(agent=vim, prompts=VimPrompts(**prompts), text_tokens=text_tokens)
+
+
+def check_trajectory_mini_batches(root: dict[str, Any], max_turns: int) -> None:
+    """Refuse a config whose actor mini-batch could cut a step's trajectories (rows: one per turn) apart.
+
+    What this relies on in verl 0.9.1 (line numbers of the installed wheel):
+    - `verl/trainer/ppo/v1/trainer_base.py` 1827-1852, `_update_actor`: the actor's mini-batch is
+      `actor.ppo_mini_batch_size * rollout.n` *rows* (`global_batch_size` and `mini_batch_size` of the update).
+    - same file 1589-1606 `_get_required_batch_multiple` and 1608-1627 `_balance_batch`: a step's rows are padded
+      (`verl/trainer/ppo/padding_utils.py` 144, `upsample_batch_to_divisible_size`: 128-token rows whose
+      `response_mask` is 0, line 101) to a multiple of lcm(dp size, that mini-batch), then reordered across the
+      dp ranks by sequence length, so the rows of one trajectory are not contiguous.
+    - `verl/workers/engine_workers.py` 243-287, `train_mini_batch`: each rank cuts its rows into
+      `mini_batch_size // dp` slices (270) with `verl/utils/tensordict_utils.py` 559-604 `make_iterator`, which
+      asserts the rows divide evenly (588); one optimiser step per slice.
+    So the only split that keeps every trajectory whole is one mini-batch holding all the step's rows: at most
+    `data.train_batch_size * rollout.n * (max_turns + 1)` (one row per model call, plus the forced-answer call;
+    an episode with no turn returns one filler row), i.e. `ppo_mini_batch_size >= train_batch_size * (max_turns
+    + 1)`. verl pads a step's rows up to exactly that, so a step is always one update, whatever the episodes'
+    lengths. Two more verl rules follow: `verl/workers/config/actor.py` 222-229 (`ActorConfig.validate`) refuses
+    `ppo_mini_batch_size > data.train_batch_size` unless `use_dynamic_bsz` (micro-batches by tokens), and then
+    `verl/utils/seqlen_balancing.py` ~384 needs `ppo_max_token_len_per_gpu` >= the longest row. Cost: the padding
+    rows (128 tokens each) go through the log-prob, reference and update passes; and `seq-mean-token-mean` divides
+    by the mini-batch's row count (`global_batch_size`, padding rows included), so the gradient is scaled by
+    (real rows / mini-batch rows), which varies from step to step (Adam is invariant to a constant scale only;
+    `grad_clip` sees the scaled norm).
+    """
+    actor = (root.get("actor_rollout_ref") or {}).get("actor") or {}
+    rollout = (root.get("actor_rollout_ref") or {}).get("rollout") or {}
+    data = root.get("data") or {}
+    trainer = root.get("trainer") or {}
+    prompts, mini = data.get("train_batch_size"), actor.get("ppo_mini_batch_size")
+    if prompts is None or mini is None:
+        return
+    needed = int(prompts) * (max_turns + 1)
+    if int(mini) < needed:
+        raise PluginSettingsError(
+            f"actor_rollout_ref.actor.ppo_mini_batch_size={mini} lets verl cut a step's trajectories apart: it counts "
+            "mini-batches in rows and vimrag_agent returns one row per turn. One mini-batch must hold every row of a "
+            f"step: set actor_rollout_ref.actor.ppo_mini_batch_size={needed} ({prompts} prompts x ({max_turns} + 1) "
+            "turns: data.train_batch_size x (vimrag.agent.max_turns + the forced-answer turn))")
+    if not actor.get("use_dynamic_bsz", False):
+        raise PluginSettingsError(
+            "vimrag_agent needs actor_rollout_ref.actor.use_dynamic_bsz=true: its mini-batch holds a whole step "
+            f"({mini} > data.train_batch_size={prompts}), which verl refuses with row-counted micro-batches")
+    longest = int(data.get("max_prompt_length") or 0) + int(data.get("max_response_length") or 0)
+    max_tokens = actor.get("ppo_max_token_len_per_gpu")
+    if max_tokens is not None and int(max_tokens) < longest:
+        raise PluginSettingsError(
+            f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={max_tokens} is below one turn's row (data."
+            f"max_prompt_length + data.max_response_length = {longest}); verl's token micro-batches need it "
+            f">= {longest}")
+    gpus = int(trainer.get("n_gpus_per_node") or 1) * int(trainer.get("nnodes") or 1)
+    dp = max(1, gpus // int(actor.get("ulysses_sequence_parallel_size") or 1))
+    rows = int(mini) * int(rollout.get("n") or 1)
+    if rows % dp:
+        raise PluginSettingsError(
+            f"the actor's mini-batch ({mini} x rollout.n = {rows} rows) does not divide by the data-parallel size "
+            f"{dp} (verl's train_mini_batch splits it evenly across ranks): raise ppo_mini_batch_size to a value "
+            f">= {needed} whose rows do")
 
 
 class TurnBudgetGenerate:

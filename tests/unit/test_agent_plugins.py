@@ -123,7 +123,7 @@ def test_vrag_eval_refuses_an_unknown_agent(tmp_path):
 # through a package's __init__ shows only when its module is the first one imported)
 ENTRY_MODULES = ["vrag_rl", "vimrag", "vrag_rl.vrag.plugin", "vimrag.plugin", "vrag_rl.vrag.verl_agent_loop",
                  "vimrag.verl_agent_loop", "vrag_rl.training.verl_plugins.register",
-                 "vrag_rl.training.verl_plugins.episode_loop", "vrag_rl.training.train.__main__", "vimrag.trainer",
+                 "vrag_rl.training.train.__main__", "vimrag.trainer",
                  "vrag_rl.evaluation.cli", "vrag_rl.serving.policy_server.cli", "vrag_rl.serving.mcp_server",
                  "vrag_rl.training.data.__main__", "search_engine.cli"]
 

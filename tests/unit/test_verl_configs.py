@@ -103,6 +103,9 @@ def test_config_composes_and_validates_against_verl(name):
         assert built["actor"].loss_agg_mode == "seq-mean-token-mean"
     if "qwen3" in name:
         assert settings.agent.resize_factor == 32 and cfg.data.image_patch_size == 16
+    # retention: save_freq 25 with no limit fills the disk (a 7B checkpoint with optimiser state is ~84 GB)
+    assert cfg.trainer.max_actor_ckpt_to_keep == 2
+    assert _compose(name, ["trainer.max_actor_ckpt_to_keep=5"]).trainer.max_actor_ckpt_to_keep == 5
 
 
 def test_upstream_hyperparameters_translated_for_the_7b_grpo_run():
@@ -170,3 +173,77 @@ def test_both_trainer_paths_compose_and_validate(use_v1):
     cfg = _compose("grpo_qwen2_5_vl_7b", [f"trainer.use_v1={str(use_v1).lower()}"])
     _verl_validate(cfg)
     assert cfg.trainer.use_v1 is use_v1 and plugin_settings(cfg).algorithm == "grpo"
+
+
+def _updates_and_split_trajectories(cfg, turns: list[int], dp_size: int = 8) -> tuple[int, int]:
+    """What verl 0.9.1's v1 trainer does with one step's rows (one row per turn, `turns[i]` rows for trajectory
+    i): pad to its required multiple (`PPOTrainer._get_required_batch_multiple`, the rule of
+    `upsample_batch_to_divisible_size`), reorder the rows across dp ranks (`_balance_batch`: here the worst case,
+    round-robin), then cut each rank's rows into mini-batches with `tensordict_utils.make_iterator` at
+    `ppo_mini_batch_size * rollout.n / dp` rows (`_update_actor`, `train_mini_batch`). Returns the optimiser
+    updates per step and how many trajectories have rows in more than one mini-batch."""
+    import math
+    from types import SimpleNamespace
+
+    import torch
+    from tensordict import TensorDict
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+    from verl.utils import tensordict_utils as tu
+
+    trainer = SimpleNamespace(config=cfg, use_critic=False, global_steps=1)
+    multiple = PPOTrainer._get_required_batch_multiple(trainer, dp_size)
+    owners = [t for t, n in enumerate(turns) for _ in range(n)]
+    owners += [-1] * (math.ceil(len(owners) / multiple) * multiple - len(owners))  # verl's padding rows
+    mini_rows = cfg.actor_rollout_ref.actor.ppo_mini_batch_size * cfg.actor_rollout_ref.rollout.n
+    batches_of: dict[int, set[tuple[int, int]]] = {}
+    updates = 0
+    for rank in range(dp_size):
+        rows = torch.tensor(owners[rank::dp_size])
+        td = TensorDict({"owner": rows}, batch_size=[len(rows)])
+        minis = list(tu.make_iterator(td, mini_batch_size=mini_rows // dp_size, epochs=1, seed=0))
+        updates = max(updates, len(minis))
+        for index, mini in enumerate(minis):
+            for owner in mini["owner"].tolist():
+                batches_of.setdefault(owner, set()).add(index)
+    split = sum(1 for owner, minis in batches_of.items() if owner >= 0 and len(minis) > 1)
+    return updates, split
+
+
+def test_vimrag_mini_batches_hold_whole_trajectories_and_one_update_per_step():
+    """VimRAG trains one row per turn; verl's v1 trainer cuts mini-batches by rows. With the VRAG settings the
+    updates per step grow with the episode length and a trajectory's turns land in several mini-batches; the
+    VimRAG config makes one mini-batch hold every row of a step, whatever the episodes' lengths."""
+    from vimrag.verl_agent_loop import vimrag_plugin_settings
+
+    cfg = _compose("ggpo_vimrag_qwen2_5_vl_7b")
+    _verl_validate(cfg)  # verl accepts ppo_mini_batch_size > train_batch_size (use_dynamic_bsz)
+    vim = vimrag_plugin_settings(cfg)
+    trajectories = cfg.data.train_batch_size * cfg.actor_rollout_ref.rollout.n
+    longest = vim.agent.max_turns + 1  # one more model call forces the answer
+    for turns in ([1] * trajectories, [longest] * trajectories, [1 + i % longest for i in range(trajectories)]):
+        assert _updates_and_split_trajectories(cfg, turns) == (1, 0), turns
+    # the same rows under the row-counting mini-batch of the VRAG settings: what the VimRAG config fixes
+    row_counted = _edited("ggpo_vimrag_qwen2_5_vl_7b", actor_rollout_ref__actor__ppo_mini_batch_size=8,
+                          actor_rollout_ref__actor__use_dynamic_bsz=False)
+    short, _ = _updates_and_split_trajectories(row_counted, [1] * trajectories)
+    long, split = _updates_and_split_trajectories(row_counted, [longest] * trajectories)
+    assert long > short and split > 0
+    with pytest.raises(PluginSettingsError, match="ppo_mini_batch_size=352"):
+        vimrag_plugin_settings(row_counted)
+
+
+def test_vimrag_mini_batch_check_names_what_to_set():
+    from vimrag.verl_agent_loop import vimrag_plugin_settings
+
+    more = _compose("ggpo_vimrag_qwen2_5_vl_7b", ["data.train_batch_size=64"])
+    with pytest.raises(PluginSettingsError, match=r"ppo_mini_batch_size=704 .*64 prompts x \(10 \+ 1\) turns"):
+        vimrag_plugin_settings(more)
+    vimrag_plugin_settings(_compose("ggpo_vimrag_qwen2_5_vl_7b",
+                                    ["data.train_batch_size=64", "actor_rollout_ref.actor.ppo_mini_batch_size=704"]))
+    with pytest.raises(PluginSettingsError, match="use_dynamic_bsz"):
+        vimrag_plugin_settings(_edited("ggpo_vimrag_qwen2_5_vl_7b", actor_rollout_ref__actor__use_dynamic_bsz=False))
+    with pytest.raises(PluginSettingsError, match="ppo_max_token_len_per_gpu"):
+        vimrag_plugin_settings(_edited("ggpo_vimrag_qwen2_5_vl_7b",
+                                       actor_rollout_ref__actor__ppo_max_token_len_per_gpu=4096))
+    with pytest.raises(PluginSettingsError, match="data-parallel"):
+        vimrag_plugin_settings(_edited("ggpo_vimrag_qwen2_5_vl_7b", trainer__n_gpus_per_node=7))

@@ -122,3 +122,24 @@ def test_verl_rlhf_dataset_reads_our_parquet(tmp_path, tiny_qwen25vl_dir):
     assert item["agent_name"] == "vrag_agent" and item["data_source"] == "slidevqa_train"
     assert item["raw_prompt"][-1]["content"] == "Question: What were Nestle's sales in 2011?"
     assert item["extra_info"]["reference_page_ids"][1].endswith("_7") and item["index"] == 1
+
+
+def test_check_refuses_rows_of_another_agent_and_names_the_converter_flag(tmp_path, capsys):
+    """verl runs each row's `agent_name`, not the config's loop: a file converted for one agent must not train
+    another. `check --agent-name` (what the train scripts run) says how to convert for the right one."""
+    rows, _ = convert_records(UPSTREAM["examples"], "slidevqa_train")  # default: vrag_agent
+    path = write_parquet(rows, tmp_path / "train.parquet")
+    assert check_parquet(path, agent_name="vrag_agent") == 2
+    with pytest.raises(DatasetConversionError) as err:
+        check_parquet(path, agent_name="vimrag_agent")
+    text = str(err.value)
+    assert "2 row(s) have agent_name 'vrag_agent' but this run trains 'vimrag_agent'" in text
+    assert "--agent-name vimrag_agent" in text
+    assert data_cli(["check", str(path), "--agent-name", "vimrag_agent"]) == 1
+    assert "python -m vrag_rl.training.data convert QA.json --agent-name vimrag_agent" in capsys.readouterr().err
+    assert data_cli(["check", str(path), "--agent-name", "vrag_agent"]) == 0
+    assert "2 rows OK (agent_name vrag_agent)" in capsys.readouterr().out
+    mixed = write_parquet(rows[:1] + convert_records(UPSTREAM["examples"][1:], "x", agent_name="vimrag_agent",
+                                                     start_index=1)[0], tmp_path / "mixed.parquet")
+    with pytest.raises(DatasetConversionError, match="1 row\\(s\\) have agent_name 'vimrag_agent'"):
+        check_parquet(mixed, agent_name="vrag_agent")

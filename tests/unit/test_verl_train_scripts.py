@@ -2,6 +2,7 @@
 without what it needs stops before starting anything and lists every missing piece."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 from pathlib import Path
@@ -29,16 +30,27 @@ def test_every_train_script_is_covered():
         sorted(SCRIPTS)
 
 
+PYTHON = str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv").exists() else "python3"
+
+
+def _parquet_pair(tmp_path: Path, agent_name: str) -> dict[str, str]:
+    rows, _ = convert_records(RECORDS, "sample", agent_name=agent_name)
+    return {"TRAIN_FILE": str(write_parquet(rows, tmp_path / f"train_{agent_name}.parquet")),
+            "VAL_FILE": str(write_parquet(rows, tmp_path / f"val_{agent_name}.parquet"))}
+
+
 @pytest.fixture()
 def env(tmp_path) -> dict[str, str]:
-    rows, _ = convert_records(RECORDS, "sample")
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")
-    return {**os.environ, "TRAIN_FILE": str(write_parquet(rows, tmp_path / "train.parquet")),
-            "VAL_FILE": str(write_parquet(rows, tmp_path / "val.parquet")), "MODEL_PATH": str(model),
-            "VRAG_SEARCH_URL": "http://10.1.2.3:8002", "CKPT_DIR": str(tmp_path / "ckpt"),
-            "PYTHON": str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv").exists() else "python3"}
+    return {**os.environ, **_parquet_pair(tmp_path, "vrag_agent"), "MODEL_PATH": str(model),
+            "VRAG_SEARCH_URL": "http://10.1.2.3:8002", "CKPT_DIR": str(tmp_path / "ckpt"), "PYTHON": PYTHON}
+
+
+def _script_env(script: str, env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """The VimRAG script trains rows converted with `--agent-name vimrag_agent`; the others the default rows."""
+    return {**env, **_parquet_pair(tmp_path, "vimrag_agent")} if "vimrag" in script else env
 
 
 def _run(script: str, args: list[str], env: dict[str, str], timeout: float = 240) -> subprocess.CompletedProcess:
@@ -53,15 +65,18 @@ def _composed_config(stdout: str) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
-def test_dry_run_prints_the_command_and_the_config_verl_would_run(script, env):
+def test_dry_run_prints_the_command_and_the_config_verl_would_run(script, env, tmp_path):
     """Each script composes its config through verl's own entry point (`--cfg job`, ~10 s of imports)."""
+    env = _script_env(script, env, tmp_path)
     run_env = {**env, "NNODES": "2"} if script == "train_ggpo_qwen3_vl_8b.sh" else env
     proc = _run(script, ["--dry-run", "trainer.total_epochs=3"], run_env, timeout=400)
     assert proc.returncode == 0, f"{script}: {proc.stderr[-3000:]}"
     _check_dry_run(script, proc.stdout, env)
+    failed = [line for line in proc.stderr.splitlines() if line.startswith("[check] FAIL")]
+    assert all("GPU" in line or "no search server answers" in line for line in failed), failed  # none else here
 
 
-def _check_dry_run(script: str, out: str, env: dict[str, str]) -> None:
+def _check_dry_run(script: str, out: str, env: dict[str, str], defaults: bool = True) -> None:
     config_name, _model, gpus = SCRIPTS[script]
     multi_node = script == "train_ggpo_qwen3_vl_8b.sh"
     command = next(line for line in out.splitlines() if line.startswith("[train] command:"))
@@ -83,6 +98,20 @@ def _check_dry_run(script: str, out: str, env: dict[str, str]) -> None:
     reward_file = REPO / "vrag_rl" / "training" / "verl_plugins" / "reward.py"
     assert cfg["reward"]["custom_reward_function"]["path"] == str(reward_file)
     assert out.count("rows OK") == 2, script  # both parquet files were checked
+    loop = "vimrag_agent" if vimrag else "vrag_agent"
+    assert out.count(f"agent_name {loop}") == 2, script  # ... against the loop this script trains
+    # verl's actor defaults to flash_attention_2; without flash-attn the command picks sdpa (and turns off
+    # remove-padding, whose Qwen2-VL patch calls flash-attn's varlen kernel) and the preflight says which
+    model = cfg["actor_rollout_ref"]["model"]
+    if importlib.util.find_spec("flash_attn") is None:
+        assert model["override_config"]["attn_implementation"] == "sdpa" and model["use_remove_padding"] is False
+        assert "attention: sdpa (flash-attn is not installed" in out
+    else:
+        assert model["override_config"]["attn_implementation"] == "flash_attention_2"
+        assert "attention: flash_attention_2" in out
+    if defaults:  # retention: a 7B checkpoint with optimiser state is ~84 GB; dumps: off unless asked for
+        assert cfg["trainer"]["max_actor_ckpt_to_keep"] == 2
+        assert cfg["trainer"]["rollout_data_dir"] is None and cfg["trainer"]["validation_data_dir"] is None
     if multi_node:
         assert cfg["trainer"]["nnodes"] == 2
         assert "[ray] would run: " in out and "ray start --head --port=6379 --num-gpus=8" in out
@@ -116,6 +145,110 @@ def test_checks_accept_what_exists_and_flag_only_the_rest(env, tmp_path):
     assert all("GPU" in line or "vllm" in line for line in failures) and failures
 
 
+def _failures(proc: subprocess.CompletedProcess) -> list[str]:
+    return [line for line in proc.stderr.splitlines() if line.startswith("[check] FAIL")]
+
+
+@pytest.mark.parametrize(("script", "rows", "loop"), [
+    ("train_ggpo_vimrag_qwen2_5_vl_7b.sh", "vrag_agent", "vimrag_agent"),
+    ("train_grpo_qwen2_5_vl_7b.sh", "vimrag_agent", "vrag_agent"),
+])
+def test_a_script_refuses_rows_converted_for_another_agent(script, rows, loop, env, tmp_path):
+    """verl runs each row's `agent_name`, whatever the config's loop: a VimRAG launch on VRAG rows would train the
+    VRAG loop under VimRAG's settings. The check names the converter flag that makes the right rows."""
+    proc = _run(script, [], {**env, **_parquet_pair(tmp_path, rows)}, timeout=120)
+    assert proc.returncode == 1 and "nothing was started" in proc.stderr
+    err = proc.stderr
+    assert err.count(f"1 row(s) have agent_name {rows!r} but this run trains {loop!r}") == 2, err[-3000:]  # both files
+    assert err.count(f"python -m vrag_rl.training.data convert QA.json --agent-name {loop} --out") >= 2
+    assert len([line for line in _failures(proc) if "dataset" in line]) == 2
+
+
+def _health_app():
+    from fastapi import FastAPI
+
+    app = FastAPI()
+
+    @app.get("/health")
+    def health() -> dict:
+        return {"status": "ok"}
+
+    return app
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:{port}", "http://localhost:{port}/"])
+def test_multi_node_refuses_a_loopback_search_url_even_when_the_head_reaches_it(url, env):
+    """On the head a loopback URL answers; on every other node it reaches nothing, and the run trains on zero
+    rewards. A multi-node launch refuses it before Ray starts, and says what to set instead."""
+    from testkit.loopback import serve
+
+    with serve(_health_app()) as server:
+        search_url = url.format(port=server.port)
+        proc = _run("train_grpo_qwen2_5_vl_7b.sh", [], {**env, "NNODES": "2", "VRAG_SEARCH_URL": search_url},
+                    timeout=120)
+    assert proc.returncode == 1 and "nothing was started" in proc.stderr
+    assert f"ok: search server {search_url}" in proc.stdout  # the head's health check passes ...
+    loopback = [line for line in _failures(proc) if "loopback" in line]
+    assert len(loopback) == 1, proc.stderr[-3000:]  # ... and the launch is refused all the same
+    assert f"NNODES=2 but VRAG_SEARCH_URL={search_url}" in loopback[0]
+    assert "SEARCH_BIND=0.0.0.0 VRAG_SEARCH_URL=http://HEAD_IP:" in loopback[0]
+    assert "[ray]" not in proc.stdout
+
+
+def test_multi_node_refuses_a_search_server_it_would_bind_to_loopback(env, tmp_path):
+    index = tmp_path / "index"
+    index.mkdir()
+    (index / "manifest.json").write_text("{}")
+    proc = _run("train_grpo_qwen2_5_vl_7b.sh", [], {**env, "NNODES": "2", "VRAG_INDEX": str(index)}, timeout=120)
+    assert proc.returncode == 1
+    assert any("SEARCH_BIND=127.0.0.1" in line and "other nodes" in line for line in _failures(proc)), proc.stderr
+    single = _run("train_grpo_qwen2_5_vl_7b.sh", [], {**env, "VRAG_INDEX": str(index),
+                                                      "VRAG_SEARCH_URL": "http://127.0.0.1:8002"}, timeout=120)
+    assert not [line for line in _failures(single) if "loopback" in line or "SEARCH_BIND" in line]  # one node: fine
+
+
+def _sourced(body: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """train_common.sh's functions in a bash of their own (what a train_*.sh runs, without verl's compose)."""
+    script = (f"VRAG_CONFIG_DEFAULT=grpo_qwen2_5_vl_7b MODEL_PATH_DEFAULT=m N_GPUS_DEFAULT=8; "
+              f"source {REPO / 'scripts' / 'train_common.sh'}; {body}")
+    return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=120, check=False,
+                          cwd=REPO)
+
+
+def test_attention_is_flash_attn_where_it_imports_and_sdpa_otherwise(env, tmp_path):
+    """verl defaults the actor to flash_attention_2, which `verl[vllm]` does not install: the script picks the
+    attention implementation from what imports in PYTHON, and the preflight line says which."""
+    body = ('_vrag_defaults; OVERRIDES=(); DRY_RUN=1; _vrag_attention; _vrag_command; printf "%s\n" "${CMD[@]}"; '
+            'echo "NOTE=$ATTN_NOTE"')
+    fake = tmp_path / "site"  # a stand-in flash_attn package: only its import and version are read
+    (fake / "flash_attn").mkdir(parents=True)
+    (fake / "flash_attn" / "__init__.py").write_text('__version__ = "2.8.3"\n')
+    with_fa = _sourced(body, {**env, "PYTHONPATH": str(fake)})
+    assert with_fa.returncode == 0, with_fa.stderr
+    assert "++actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2" in with_fa.stdout
+    assert "use_remove_padding=false" not in with_fa.stdout
+    assert "NOTE=flash_attention_2 (flash-attn 2.8.3)" in with_fa.stdout
+    if importlib.util.find_spec("flash_attn") is None:
+        without = _sourced(body, env)
+        assert without.returncode == 0, without.stderr
+        assert "++actor_rollout_ref.model.override_config.attn_implementation=sdpa" in without.stdout
+        assert "actor_rollout_ref.model.use_remove_padding=false" in without.stdout
+        assert "NOTE=sdpa (flash-attn is not installed" in without.stdout
+        checks = _run("train_grpo_qwen2_5_vl_7b.sh", [], {**env, "ATTN_IMPL": "flash_attention_2"}, timeout=120)
+        assert any("ATTN_IMPL=flash_attention_2 but flash_attn does not import" in line and "pip install flash-attn"
+                   in line for line in _failures(checks)), checks.stderr
+    bad = _sourced(body, {**env, "ATTN_IMPL": "flash"})
+    assert bad.returncode != 0 and "ATTN_IMPL must be auto, flash_attention_2, sdpa or eager" in bad.stderr
+
+
+def test_help_documents_the_launch_switches(env):
+    proc = _run("train_grpo_qwen2_5_vl_7b.sh", ["--help"], env, timeout=60)
+    assert proc.returncode == 0
+    for needle in ("--dump", "DUMP_DIR", "trainer.rollout_data_dir", "trainer.validation_data_dir",
+                   "log_val_generations", "ATTN_IMPL", "trainer.max_actor_ckpt_to_keep"):
+        assert needle in proc.stdout, needle
+
+
 def test_bad_arguments_and_join(env):
     proc = _run("train_grpo_qwen2_5_vl_7b.sh", ["--bogus"], env, timeout=60)
     assert proc.returncode == 2 and "unknown argument: --bogus" in proc.stderr and "usage:" in proc.stderr
@@ -147,14 +280,22 @@ def test_the_script_starts_and_stops_a_search_server_on_an_index(text_index, tmp
 
 @pytest.mark.slow
 @pytest.mark.parametrize("use_v1", ["true", "false"])
-def test_the_7b_script_composes_on_both_trainer_paths(use_v1, env):
-    """verl's v1 trainer (TransferQueue; verl's default) and its v0 trainer: the same script and config."""
-    proc = _run("train_grpo_qwen2_5_vl_7b.sh", ["--dry-run", "trainer.total_epochs=3", f"trainer.use_v1={use_v1}"],
-                env, timeout=400)
+def test_the_7b_script_composes_on_both_trainer_paths(use_v1, env, tmp_path):
+    """verl's v1 trainer (TransferQueue; verl's default) and its v0 trainer: the same script and config; on both,
+    `--dump` turns on verl's trajectory and validation dumps, and the checkpoint retention is overridable."""
+    dumps = tmp_path / "dumps"
+    proc = _run("train_grpo_qwen2_5_vl_7b.sh", ["--dry-run", "--dump", "trainer.total_epochs=3",
+                                                f"trainer.use_v1={use_v1}", "trainer.max_actor_ckpt_to_keep=5"],
+                {**env, "DUMP_DIR": str(dumps)}, timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    _check_dry_run("train_grpo_qwen2_5_vl_7b.sh", proc.stdout, env)
+    _check_dry_run("train_grpo_qwen2_5_vl_7b.sh", proc.stdout, env, defaults=False)
     cfg = _composed_config(proc.stdout)
     assert cfg["trainer"]["use_v1"] is (use_v1 == "true")
+    assert cfg["trainer"]["max_actor_ckpt_to_keep"] == 5
+    assert cfg["trainer"]["rollout_data_dir"] == str(dumps / "rollout")
+    assert cfg["trainer"]["validation_data_dir"] == str(dumps / "validation")
+    assert cfg["trainer"]["log_val_generations"] == 10
+    assert f"trajectory dumps: {dumps}" in proc.stdout
     from vrag_rl.training.verl_plugins.settings import plugin_settings
 
     assert plugin_settings(cfg).algorithm == "grpo"  # the plugin reads the composed config on both paths

@@ -2,7 +2,7 @@
 
     python -m vrag_rl.training.data convert SlideVQA_train.json --data-source slidevqa_train --out data/rl/train.parquet
     python -m vrag_rl.training.data convert a.json b.jsonl --data-source vidoseek --split test --out data/rl/val.parquet
-    python -m vrag_rl.training.data check data/rl/train.parquet
+    python -m vrag_rl.training.data check data/rl/train.parquet --agent-name vrag_agent
 
 Exit codes: 0 ok, 1 bad rows (every one listed on stderr), 2 bad arguments or missing file.
 """
@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from search_engine.infra.cli_exit import exit_status
+from vrag_rl.scoring.qa_dataset import read_dataset_records
 from vrag_rl.training.data.verl_parquet import (
     AGENT_NAME,
     DatasetConversionError,
@@ -23,7 +24,6 @@ from vrag_rl.training.data.verl_parquet import (
     convert_records,
     write_parquet,
 )
-from vrag_rl.scoring.qa_dataset import read_dataset_records
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help=(__doc__ or "").replace("    python -m", "\b\n    python -m", 1))
@@ -62,11 +62,13 @@ def convert(
 
 
 @app.command()
-def check(path: Path, allow_no_pages: AllowNoPages = False) -> None:
+def check(path: Path, allow_no_pages: AllowNoPages = False,
+          agent_name: Annotated[str | None, typer.Option(
+              help="the agent loop the run trains: every row's agent_name must be it")] = None) -> None:
     """Validate a parquet file before training."""
     def run() -> int:
-        rows = check_parquet(str(path), require_pages=not allow_no_pages)
-        print(f"{path}: {rows} rows OK")
+        rows = check_parquet(str(path), require_pages=not allow_no_pages, agent_name=agent_name)
+        print(f"{path}: {rows} rows OK" + (f" (agent_name {agent_name})" if agent_name else ""))
         return 0
 
     raise typer.Exit(_with_exit_codes(run))

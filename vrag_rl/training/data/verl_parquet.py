@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vrag_rl.scoring.qa_dataset import EvalExample, parse_example, read_dataset_records
 from vrag_rl.agent.plugins import agent_plugin
+from vrag_rl.scoring.qa_dataset import EvalExample, parse_example, read_dataset_records
 
 AGENT_NAME = "vrag_agent"
 ABILITY = "visual_rag"
@@ -189,11 +189,14 @@ def _schema():
     ])
 
 
-def check_parquet(path: str | Path, require_pages: bool = True) -> int:
+def check_parquet(path: str | Path, require_pages: bool = True, agent_name: str | None = None) -> int:
     """Validate a training parquet before a cluster job spends GPU hours on it; returns the row count.
 
     Raises `DatasetConversionError` listing every bad row (missing columns, empty question or
-    answer, missing gold pages, unknown agent name).
+    answer, missing gold pages, empty agent name). With `agent_name` (the loop the run trains: the train
+    scripts pass theirs), every row must name that loop: verl runs each row's `agent_name` whatever the
+    config's `default_agent_loop`, so a VRAG-converted file under a VimRAG config would silently train the
+    VRAG loop with VimRAG's settings.
     """
     import pyarrow.parquet as pq
 
@@ -225,8 +228,21 @@ def check_parquet(path: str | Path, require_pages: bool = True) -> int:
             errors.append(f"row {i}: empty agent_name")
         if not row.get("prompt"):
             errors.append(f"row {i}: empty prompt")
+    if agent_name is not None:
+        errors.extend(_agent_mismatch(table.column("agent_name").to_pylist(), agent_name))
     if errors:
         raise DatasetConversionError(str(path), errors)
     if table.num_rows == 0:
         raise DatasetConversionError(str(path), ["the file has no rows"])
     return table.num_rows
+
+
+def _agent_mismatch(names: list[Any], agent_name: str) -> list[str]:
+    """One error per foreign agent name, with the converter call that writes rows for `agent_name`."""
+    counts: dict[str, int] = {}
+    for name in names:
+        if name and name != agent_name:
+            counts[str(name)] = counts.get(str(name), 0) + 1
+    return [f"{count} row(s) have agent_name {name!r} but this run trains {agent_name!r} (verl runs each row's "
+            f"agent_name, not the config's loop); convert the data for it: python -m vrag_rl.training.data convert "
+            f"QA.json --agent-name {agent_name} --out FILE" for name, count in sorted(counts.items())]

@@ -4,14 +4,23 @@
     python -m vrag_rl.training.train.merge_checkpoint checkpoints/vrag/grpo_qwen2_5_vl_7b --step 50 \
         --out models/vrag-7b-step50
     vllm serve models/vrag-7b-step100 --port 8001          # then: ./run_demo.sh --policy-url http://127.0.0.1:8001/v1
+    python scripts/merge_checkpoint.py checkpoints/vrag/grpo_qwen2_5_vl_3b_lora_24gb --out models/vrag-3b-lora
+    vllm serve models/vrag-3b-lora --port 8001             # a LoRA run: the adapter is folded into the weights
 
 The merge itself is verl's own `FSDPModelMerger` (the same code as `python -m verl.model_merger
 merge --backend fsdp`); this module only finds the step to merge (the latest one by default,
 from verl's `latest_checkpointed_iteration.txt`), checks that every shard is there before
 loading gigabytes, writes into a temporary directory that is renamed into place only when the
 merge succeeded, and loads the result back (config, processor, and — unless `--no-verify` —
-the weights) so a broken output is reported here, not by vLLM later. LoRA runs produce the base
-weights plus verl's `lora_adapter/` directory beside them.
+the weights) so a broken output is reported here, not by vLLM later.
+
+LoRA runs (`actor_rollout_ref.model.lora_rank` > 0): verl's merger writes the *base* weights plus a
+`lora_adapter/` folder beside them, and `vllm serve <folder>` loads the weights and ignores the folder, so it
+would serve the un-adapted model. `merge_lora_adapter` folds the adapter in with peft's `merge_and_unload`
+(in float32, saved back in the checkpoint's dtype) and removes the folder: the output is plain merged weights
+that transformers and vLLM load without peft. The adapter's scale comes from verl's `lora_train_meta.json`
+beside the shards; a checkpoint without it (verl's merger then writes `lora_alpha: 0`, a no-op adapter) is
+refused rather than silently merged into the base model.
 
 Exit codes: 0 merged, 1 the merge or the verification failed, 2 bad arguments or checkpoint layout.
 """
@@ -21,17 +30,22 @@ import json
 import shutil
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from search_engine.infra.cli_exit import exit_status
 
 LATEST_FILE = "latest_checkpointed_iteration.txt"  # written by verl's trainer in trainer.default_local_dir
+LORA_ADAPTER_DIR = "lora_adapter"  # where verl's merger puts a LoRA run's adapter, beside the base weights
 
 
 class CheckpointLayoutError(ValueError):
     """The path is not a verl FSDP checkpoint (or a shard is missing); the message says what was expected."""
+
+
+class LoraMergeError(RuntimeError):
+    """A LoRA adapter could not be folded into the weights (no scale, or its weights did not load)."""
 
 
 def find_actor_dir(path: Path, step: int | None = None) -> Path:
@@ -91,6 +105,8 @@ def merge(actor_dir: Path, out: Path, overwrite: bool = False, verify: bool = Tr
         merger = FSDPModelMerger(config)
         merger.merge_and_save()
         merger.cleanup()
+        if (tmp / LORA_ADAPTER_DIR).is_dir():
+            merge_lora_adapter(tmp, merger.get_transformers_auto_model_class())
         verify_model_dir(tmp, load_weights=verify)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -99,6 +115,45 @@ def merge(actor_dir: Path, out: Path, overwrite: bool = False, verify: bool = Tr
         shutil.rmtree(out)
     tmp.replace(out)
     return out
+
+
+def merge_lora_adapter(model_dir: Path, auto_class: Any) -> None:
+    """Fold `model_dir/lora_adapter` into the weights of `model_dir` (peft's `merge_and_unload`), in place.
+
+    Loads the base weights in float32, applies the adapter, checks every adapter tensor was loaded into the
+    model (a key that does not match would otherwise leave peft's zero-initialised B: a silent no-op), merges,
+    writes the merged weights in the checkpoint's dtype over the base ones and removes the adapter folder.
+    """
+    import torch
+    from peft import PeftModel
+    from safetensors.torch import load_file
+
+    adapter = model_dir / LORA_ADAPTER_DIR
+    adapter_config = json.loads((adapter / "adapter_config.json").read_text())
+    alpha, rank = adapter_config.get("lora_alpha"), adapter_config.get("r")
+    if not alpha:
+        raise LoraMergeError(
+            f"the LoRA adapter has lora_alpha={alpha!r} (rank {rank}): the checkpoint's actor dir has no readable "
+            "lora_train_meta.json, so verl's merger could not recover the scale, and merging would give back the base "
+            "model. Write the run's values there, e.g. {\"r\": 64, \"lora_alpha\": 32, \"task_type\": \"CAUSAL_LM\"} "
+            "(actor_rollout_ref.model.lora_rank / lora_alpha), and merge again")
+    base = auto_class.from_pretrained(model_dir, dtype="auto")
+    dtype = next(base.parameters()).dtype
+    peft_model = PeftModel.from_pretrained(base.float(), adapter)
+    loaded = peft_model.state_dict()
+    missing = []
+    for key, value in load_file(adapter / "adapter_model.safetensors").items():
+        name = key.replace(".weight", ".default.weight") if ".lora_" in key else key
+        if name not in loaded or not torch.equal(loaded[name].float(), value.float()):
+            missing.append(key)
+    if missing:
+        raise LoraMergeError(f"{len(missing)} adapter tensor(s) did not load into the model (e.g. {missing[:3]}): "
+                             "the adapter's module names do not match the model's")
+    merged = peft_model.merge_and_unload().to(dtype)
+    for old in [*model_dir.glob("*.safetensors"), *model_dir.glob("*.safetensors.index.json")]:
+        old.unlink()
+    merged.save_pretrained(model_dir)
+    shutil.rmtree(adapter)
 
 
 def verify_model_dir(path: Path, load_weights: bool = True) -> None:
