@@ -99,6 +99,9 @@ class DocumentInfo(BaseModel):
 class Health(BaseModel):
     status: str
     pages: int
+    degraded_pages: int = Field(0, description="pages a step of ingestion failed on (kept with what the other "
+                                               "steps gave, or not indexed when they could not be rendered); "
+                                               "`vrag-search report --index DIR` lists them")
 
 
 class Stats(BaseModel):
@@ -112,6 +115,7 @@ class Stats(BaseModel):
                                 '"dense" (single-vector) or "" (no visual channel)')
     search_requests: int = Field(0, description="search requests answered since the server started")
     search_batches: int = Field(0, description="engine calls they took: concurrent requests are merged into one")
+    degraded_pages: int = Field(0, description="pages a step of ingestion failed on (see /health)")
 
 
 class ReloadResponse(BaseModel):

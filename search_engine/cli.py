@@ -62,7 +62,12 @@ def ingest(
     batch_size: Annotated[int, typer.Option(min=1)] = 4,
     quiet: bool = False,
 ) -> None:
-    """Add documents to an index (creating it); unchanged files are skipped, changed ones re-ingested."""
+    """Add documents to an index (creating it); unchanged files are skipped, changed ones re-ingested.
+
+    One page never stops the run: a page step that fails (render, text layer, OCR, layout, tables, figures,
+    figure OCR, embedding) degrades that page only, and the page is listed at the end with its reason
+    (`vrag-search report` lists them again later). Exit 1 when a document was skipped or a page could not be
+    rendered (it is not indexed), 2 when the run stopped (a missing tool, a full disk, a broken embedder)."""
     from search_engine.ingest import Ingestor
 
     ingestor = Ingestor(index, visual_model=_model_option(visual_model), text_model=_model_option(text_model),
@@ -78,9 +83,78 @@ def ingest(
         raise typer.Exit(2) from None
     for source, reason in report.failed.items():
         typer.secho(f"skipped {source}: {reason}", fg="yellow", err=True)
+    _print_degraded(report.degraded, limit=MAX_DEGRADED_LINES, index=index)
     typer.echo(report.summary())
-    if report.failed:
+    if report.failed or report.pages_not_indexed:
         raise typer.Exit(1)
+
+
+MAX_DEGRADED_LINES = 200  # `ingest` lists this many degraded pages at most; `report` lists them all
+
+
+def _print_degraded(degraded: list, limit: int | None = None, index: Path | None = None) -> None:
+    """Degraded pages, one line each (document, page, step, reason, what it cost the page), then their counts
+    by step and by reason."""
+    from collections import Counter
+
+    if not degraded:
+        return
+    shown = degraded if limit is None else degraded[:limit]
+    for d in shown:
+        typer.secho(f"degraded {d.doc_id} page {d.page} [{d.step}]: {d.reason} -- {d.consequence}", fg="yellow",
+                    err=True)
+    if len(shown) < len(degraded):
+        typer.secho(f"... and {len(degraded) - len(shown)} more: `vrag-search report --index {index}` lists them all",
+                    fg="yellow", err=True)
+    pages = {(d.doc_id, d.page) for d in degraded}
+    lost = {(d.doc_id, d.page) for d in degraded if not d.indexed}
+    typer.echo(f"degraded pages: {len(pages)} ({len(lost)} not indexed: they could not be rendered, and a page "
+               "without an image cannot be searched)")
+    for (step, error), count in sorted(Counter((d.step, d.error) for d in degraded).items(),
+                                       key=lambda item: (-item[1], item[0])):
+        typer.echo(f"  {count:6d}  {step}: {error}")
+
+
+@app.command()
+def report(index: Index,
+           as_json: Annotated[bool, typer.Option("--json", help="one JSON object: pages, counts, skipped")] = False,
+           ) -> None:
+    """List what ingestion could not do in an index: every degraded page (document, page, step, reason; a page
+    that could not be rendered is not indexed) with counts by step and reason, and the documents it skipped."""
+    from collections import Counter
+
+    from search_engine.index.manifest import Manifest
+
+    if not (index / "manifest.json").exists():
+        typer.secho(f"error: no index at {index}", fg="red", err=True)
+        raise typer.Exit(2)
+    manifest = Manifest.load(index)
+    degraded = manifest.degraded_pages()
+    if as_json:
+        json.dump({"documents": len(manifest.documents), "pages": len(manifest.pages),
+                   "degraded_pages": len({(d.doc_id, d.page) for d in degraded}),
+                   "not_indexed": len({(d.doc_id, d.page) for d in degraded if not d.indexed}),
+                   "by_step": dict(Counter(d.step for d in degraded)),
+                   "by_reason": dict(Counter(f"{d.step}: {d.error}" for d in degraded)),
+                   "degraded": [{**d.to_dict(), "consequence": d.consequence} for d in degraded],
+                   "skipped": {source: {k: v for k, v in item.items() if k != "degraded"}
+                               for source, item in manifest.skipped.items()}}, sys.stdout, indent=1)
+        typer.echo()
+        return
+    typer.echo(f"{index}: {len(manifest.documents)} documents, {len(manifest.pages)} pages indexed")
+    for d in degraded:
+        typer.echo(f"degraded {d.doc_id} page {d.page} [{d.step}]: {d.reason} -- {d.consequence}")
+    for source, item in manifest.skipped.items():
+        typer.echo(f"skipped {source}: {item.get('reason', '')}")
+    if not degraded and not manifest.skipped:
+        typer.echo("no degraded pages, no skipped documents")
+        return
+    pages = {(d.doc_id, d.page) for d in degraded}
+    lost = {(d.doc_id, d.page) for d in degraded if not d.indexed}
+    typer.echo(f"degraded pages: {len(pages)} ({len(lost)} not indexed); skipped documents: {len(manifest.skipped)}")
+    for (step, error), count in sorted(Counter((d.step, d.error) for d in degraded).items(),
+                                       key=lambda item: (-item[1], item[0])):
+        typer.echo(f"  {count:6d}  {step}: {error}")
 
 
 @app.command()

@@ -16,7 +16,7 @@ from pathlib import Path
 from PIL import Image, ImageOps
 
 from search_engine import video as videos
-from search_engine.documents import DocumentError, RenderedPage
+from search_engine.documents import DocumentError, MissingToolError, RenderedPage
 from search_engine.index.atomic import atomic_file
 
 # DocumentError and RenderedPage live in the leaf module search_engine.documents; importing them from here
@@ -38,6 +38,7 @@ Image.MAX_IMAGE_PIXELS = 300_000_000  # big scans are fine; decompression bombs 
 # 75 MB as RGB (A0 at 144 dpi), above what any embedder or the agent uses (pages are shrunk to max_side after).
 MAX_RENDER_PIXELS = 25_000_000
 MAX_RENDER_SIDE = 16_000  # poppler's cairo/splash backends fail on sides of ~32k pixels
+PageErrorHandler = Callable[[int, DocumentError], None]  # (page number, why it could not be rendered)
 
 
 # --------------------------------------------------------------------------------------------- ids
@@ -47,7 +48,7 @@ def doc_id_for(path: str | Path, taken: set[str] | None = None) -> str:
     """A URL- and filename-safe id from the file stem, so page ids stay upstream's `<stem>_<page>`.
 
     Two different files whose stems sanitise alike get a suffix from their resolved path, which is
-    stable across runs. vrag_rl.evaluation.dataset mirrors this rule: keep the two in step.
+    stable across runs. vrag_rl.scoring.qa_dataset mirrors this rule: keep the two in step.
     """
     path = Path(path)
     stem = re.sub(r"[^A-Za-z0-9._-]", "_", path.stem)
@@ -118,9 +119,9 @@ def _check_pdf_readable(path: Path) -> None:
         raise DocumentError(f"{path.name}: not a valid PDF ({exc})") from exc
 
 
-def _poppler_missing() -> RuntimeError:
+def _poppler_missing() -> MissingToolError:
     """Not a document's fault: every document would fail, so stop instead of skipping them all."""
-    return RuntimeError("poppler is missing: install it (Debian: apt-get install poppler-utils)")
+    return MissingToolError("poppler is missing: install it (Debian: apt-get install poppler-utils)")
 
 
 def count_pages(path: str | Path, video: videos.VideoOptions | None = None) -> int:
@@ -172,17 +173,22 @@ def render_dpi(width_pt: float, height_pt: float, dpi: float) -> float:
     return min(dpi, math.sqrt(MAX_RENDER_PIXELS / (w_in * h_in)), MAX_RENDER_SIDE / max(w_in, h_in))
 
 
-def _page_sizes(path: Path, first: int, last: int) -> list[tuple[float, float]]:
-    """(width, height) in points of pages first..last as poppler renders them (media box, /Rotate applied)."""
+def _page_sizes(path: Path, first: int, last: int) -> list[tuple[float, float] | None]:
+    """(width, height) in points of pages first..last as poppler renders them (media box, /Rotate applied);
+    None for a page whose size PyMuPDF cannot read (poppler renders it at the asked dpi, unchecked)."""
     import pymupdf
 
-    sizes = []
+    sizes: list[tuple[float, float] | None] = []
     with pymupdf.open(path) as doc:
         for number in range(first, min(last, doc.page_count) + 1):
-            page = doc[number - 1]
-            box = page.mediabox
-            w, h = abs(box.width), abs(box.height)
-            sizes.append((h, w) if page.rotation % 180 == 90 else (w, h))
+            try:
+                page = doc[number - 1]
+                box = page.mediabox
+                w, h = abs(box.width), abs(box.height)
+                sizes.append((h, w) if page.rotation % 180 == 90 else (w, h))
+            except Exception as exc:  # noqa: BLE001 - pymupdf raises several types for a broken page
+                log.warning("%s: page %d: size not read (%s)", path.name, number, exc)
+                sizes.append(None)
     return sizes
 
 
@@ -190,9 +196,10 @@ def _render_plan(path: Path, dpi: int, first: int, last: int) -> list[tuple[int,
     """(start, end, dpi) runs of at most RENDER_CHUNK consecutive pages rendered at the same dpi."""
     sizes = _page_sizes(path, first, last)
     runs: list[tuple[int, int, float]] = []
-    for offset, (w_pt, h_pt) in enumerate(sizes):
+    for offset, size in enumerate(sizes):
         number = first + offset
-        page_dpi = render_dpi(w_pt, h_pt, dpi)
+        w_pt, h_pt = size or (0.0, 0.0)
+        page_dpi = render_dpi(w_pt, h_pt, dpi) if math.isfinite(w_pt) and math.isfinite(h_pt) else dpi
         if page_dpi < dpi:
             page_dpi = max(math.floor(page_dpi * 100) / 100, 0.01)
             log.warning("%s: page %d is %.0f x %.0f pt; rendering it at %.2f dpi instead of %s to stay within %d "
@@ -242,10 +249,35 @@ def _render_pdf_chunk(path: Path, dpi: float, first: int, last: int, thread_coun
     return images
 
 
+def _render_run(path: Path, dpi: float, start: int, end: int, thread_count: int,
+                on_page_error: PageErrorHandler | None) -> Iterator[tuple[int, Image.Image]]:
+    """(page number, image) of pages start..end. With `on_page_error`, a run poppler fails on is rendered
+    again page by page, so one page it cannot draw costs that page alone (told to `on_page_error`)."""
+    try:
+        images = _render_pdf_chunk(path, dpi, start, end, thread_count)
+    except DocumentError as exc:
+        if on_page_error is None:
+            raise
+        if start == end:
+            on_page_error(start, exc)
+            return
+        log.warning("%s: %s; rendering pages %d-%d one by one", path.name, exc, start, end)
+        for number in range(start, end + 1):
+            yield from _render_run(path, dpi, number, number, thread_count, on_page_error)
+        return
+    yield from zip(range(start, end + 1), images, strict=True)
+
+
 def render_pages(path: str | Path, dpi: int = 144, first_page: int = 1, last_page: int | None = None,
                  thread_count: int = 2, max_side: int | None = 2400,
-                 video: videos.VideoOptions | None = None) -> Iterator[RenderedPage]:
-    """Yield pages `first_page..last_page` (1-based, inclusive) as RGB images, a chunk at a time."""
+                 video: videos.VideoOptions | None = None,
+                 on_page_error: PageErrorHandler | None = None) -> Iterator[RenderedPage]:
+    """Yield pages `first_page..last_page` (1-based, inclusive) as RGB images, a chunk at a time.
+
+    A page that cannot be rendered (poppler fails on it, or returns a placeholder) is a `DocumentError` for
+    the whole document, unless `on_page_error` is given: then it is told `on_page_error(page_number, error)`
+    and left out, and the other pages are yielded (ingestion keeps them and reports the page). A file that
+    cannot be opened at all stays a `DocumentError`; a missing poppler a `MissingToolError`."""
     path = Path(path)
     if first_page < 1:
         raise ValueError(f"first_page is 1-based, got {first_page}")
@@ -266,10 +298,17 @@ def render_pages(path: str | Path, dpi: int = 144, first_page: int = 1, last_pag
     except Exception as exc:  # noqa: BLE001 - pymupdf raises several types for broken files
         raise DocumentError(f"{path.name}: cannot read the page sizes ({exc})") from exc
     for start, end, run_dpi in _render_plan(path, dpi, first_page, last_page):
-        for offset, image in enumerate(_render_pdf_chunk(path, run_dpi, start, end, thread_count)):
-            check_rendered_size(path, start + offset, image, sizes.get(start + offset), run_dpi)
-            image = _fit(image, max_side)
-            yield RenderedPage(start + offset, image, image.width, image.height)
+        for number, image in _render_run(path, run_dpi, start, end, thread_count, on_page_error):
+            try:
+                check_rendered_size(path, number, image, sizes.get(number), run_dpi)
+                image = _fit(image, max_side)
+            except Exception as exc:  # noqa: BLE001 - a placeholder, or PIL failing on the decoded page
+                if on_page_error is None:
+                    raise
+                on_page_error(number, exc if isinstance(exc, DocumentError) else DocumentError(
+                    f"{path.name}: page {number} could not be converted ({type(exc).__name__}: {exc})"))
+                continue
+            yield RenderedPage(number, image, image.width, image.height)
 
 
 # --------------------------------------------------------------------------------------------- converter

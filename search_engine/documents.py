@@ -16,6 +16,11 @@ class DocumentError(Exception):
     """A document that cannot be read (corrupt, encrypted, empty); the message names file and reason."""
 
 
+class MissingToolError(RuntimeError):
+    """A program every document needs is missing (poppler, tesseract): no page's fault, so ingestion stops
+    with it instead of degrading every page one by one."""
+
+
 @dataclass
 class RenderedPage:
     """One page (or video segment) as the ingestion reads it: the image, its size and what the source says

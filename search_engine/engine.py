@@ -408,7 +408,8 @@ class SearchEngine:
                  "added_at": e.added_at} for e in self._state.manifest.documents.values()]
 
     def stats(self) -> dict[str, Any]:
-        """Counts, channels and embedders of the loaded index (the /stats body)."""
+        """Counts, channels and embedders of the loaded index (the /stats body); `degraded_pages`: pages a step of
+        ingestion failed on (`Manifest.degraded_pages`)."""
         state = self._state
         return {
             "index_dir": str(self.index_dir),
@@ -418,6 +419,7 @@ class SearchEngine:
             "embedders": state.manifest.embedders,
             "visual_backend": self.visual_backend_name,
             "updated_at": state.manifest.updated_at,
+            "degraded_pages": len({(d.doc_id, d.page) for d in state.manifest.degraded_pages()}),
         }
 
 

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 
 from PIL import Image
 
+from search_engine.documents import MissingToolError
 from search_engine.layout.figures import add_figure_reading, unread_figures
+from search_engine.layout.geometry import clamp_box, crop_box
 from search_engine.page_layout import PageLayout
 from search_engine.text_extraction import SPARSE_TEXT, installed_ocr_langs, ocr_lines
 
@@ -30,6 +33,7 @@ MAX_FIGURES_READ = 3  # crops OCR'd per page: the largest figures; a page of man
 MIN_LINE_CONFIDENCE = 60.0
 SMALL_CROP_SIDE = 800  # a crop smaller than this (pixels, longer side) is read enlarged 2x: small labels
 PAD = 4  # pixels added around the figure's box: labels often touch its edge
+MIN_CROP_SIDE = 8  # pixels: a smaller crop (a sliver of a figure at the page's edge) holds no readable label
 _CJK = re.compile(r"[\u3400-\u9fff]")
 
 
@@ -52,9 +56,15 @@ def _covers(region: tuple[float, float, float, float], line: tuple[int, int, int
     return region[0] <= cx <= region[2] and region[1] <= cy <= region[3]
 
 
-def read_figures(layout: PageLayout, image: Image.Image, lang: str | None, page_text: str) -> str:
+def read_figures(layout: PageLayout, image: Image.Image, lang: str | None, page_text: str,
+                 on_error: Callable[[str, Exception], None] | None = None) -> str:
     """OCR the page's unread figures into `layout` (in place); the text read, for the page's text channel
-    ("" when there was nothing to read). A figure OCR cannot read stays as it was: the page keeps its text."""
+    ("" when there was nothing to read). A figure OCR cannot read stays as it was: the page keeps its text,
+    and the failure goes to `on_error(region_id, exception)` (ingestion records it; default: a warning).
+
+    Each crop is the figure's box mapped onto `image` and clamped to it (`layout.geometry.crop_box`): a box
+    that lies past the page's edge (a picture placed off the page, a layout of another rendering) is cut at
+    the edge, or skipped when nothing of it is on the image — never a crop PIL refuses."""
     figures = unread_figures(layout)[:MAX_FIGURES_READ]
     if not figures:
         return ""
@@ -63,17 +73,21 @@ def read_figures(layout: PageLayout, image: Image.Image, lang: str | None, page_
     typed = [r.box for r in layout.regions if r.kind != "figure"]  # words the text layer has already
     read: list[str] = []
     for region in figures:
-        x1, y1, x2, y2 = region.box
-        left, top = max(0, int(x1 * sx) - PAD), max(0, int(y1 * sy) - PAD)
-        crop = image.crop((left, top, min(image.width, int(x2 * sx) + PAD), min(image.height, int(y2 * sy) + PAD)))
-        if crop.width < 8 or crop.height < 8:
+        window = crop_box(region.box, (sx, sy), image.size, pad=PAD, min_side=MIN_CROP_SIDE)
+        if window is None:
             continue
+        left, top = window[0], window[1]
         try:
+            crop = image.crop(window)
             lines = ocr_lines(crop, language, scale=2.0 if max(crop.size) < SMALL_CROP_SIDE else 1.0,
                               config=SPARSE_TEXT)
+        except MissingToolError:  # no tesseract: no page's fault
+            raise
         except Exception as exc:  # noqa: BLE001 - an OCR failure costs the figure its words, not the page
             log.warning("page %s: figure %s not read (%s: %s)", layout.page_id, region.region_id,
                         type(exc).__name__, exc)
+            if on_error is not None:
+                on_error(region.region_id, exc)
             continue
         sure = [line for line in lines if line.text.strip() and line.confidence >= MIN_LINE_CONFIDENCE
                 and not any(_covers(box, line.box, (sx, sy), (left, top)) for box in typed)]
@@ -84,5 +98,7 @@ def read_figures(layout: PageLayout, image: Image.Image, lang: str | None, page_
             for word in line.words:
                 word.box = (int(word.box[0] / sx), int(word.box[1] / sy), int(word.box[2] / sx), int(word.box[3] / sy))
         add_figure_reading(region, sure, (left / sx, top / sy))
+        for label in region.labels:  # read inside the crop, which is on the image: on the page, to the pixel
+            label.box = clamp_box(label.box, layout.width, layout.height) or region.box
         read.append(region.text)
     return "\n".join(read)

@@ -22,12 +22,24 @@ Why it is built this way:
   (`segments/text_regions/`), so search scores paragraphs, cells and figure labels, not only whole pages.
   An index of the previous format (no layouts) is upgraded in place, document by document, by `upgrade()`
   (and before an `add`): each document's manifest entry switches only once its layout is on disk.
+* One page never stops an ingestion. Each per-page step (render, text layer, OCR, layout, tables, figures,
+  figure OCR, visual and text embedding: `manifest.PAGE_STEPS`) runs behind its own boundary: a step that
+  fails costs its page what that step gives (a layout without tables, a figure without OCR words, a zero
+  vector), the page is kept with what the other steps gave, and the failure is recorded as a
+  `DegradedPage` (doc, page, step, reason) — in the chunk checkpoint, then in the manifest beside the
+  document's entry — and returned in `IngestReport.degraded`. A page that cannot be rendered is left out
+  (without an image it can be neither searched nor shown) and recorded likewise; the rest of its document
+  is indexed. What is no page's fault still stops the run: a missing poppler or tesseract
+  (`MissingToolError`), a full disk, an embedder that fails on every page of a chunk (`EmbedderFailure`).
+  Anything else that escapes a document is that document's failure (`IngestReport.failed`, and the
+  manifest's `skipped`), and the next document goes on.
 """
 from __future__ import annotations
 
 import contextlib
 import errno
 import fcntl
+import functools
 import hashlib
 import json
 import logging
@@ -42,9 +54,10 @@ import numpy as np
 from PIL import Image
 from tqdm.auto import tqdm
 
+from search_engine.documents import DocumentError, MissingToolError
 from search_engine.embedders import Embedder, load_from_spec, load_text_embedder, load_visual_embedder
 from search_engine.index.atomic import atomic_file, atomic_save_npy, atomic_save_npz, atomic_write_bytes
-from search_engine.index.manifest import FORMAT_VERSION, DocumentEntry, Manifest
+from search_engine.index.manifest import FORMAT_VERSION, DegradedPage, DocumentEntry, Manifest
 from search_engine.page_layout import LAYOUT_FORMAT_VERSION, PageLayout
 from search_engine.types import PageRecord, make_page_id
 from search_engine.video import VideoOptions, is_video
@@ -63,12 +76,43 @@ class IngestReport:
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # source path -> reason
-    pages: int = 0
+    pages: int = 0  # pages embedded by this run
+    # page steps that failed in this run (the page kept with the rest, or left out: `DegradedPage.indexed`)
+    degraded: list[DegradedPage] = field(default_factory=list)
+
+    @property
+    def degraded_pages(self) -> int:
+        """Pages with at least one failed step."""
+        return len({(d.doc_id, d.page) for d in self.degraded})
+
+    @property
+    def pages_not_indexed(self) -> int:
+        """Pages left out of the index (they could not be rendered)."""
+        return len({(d.doc_id, d.page) for d in self.degraded if not d.indexed})
 
     def summary(self) -> str:
         parts = [f"{len(self.added)} added", f"{len(self.updated)} updated", f"{len(self.unchanged)} unchanged",
                  f"{len(self.failed)} failed", f"{self.pages} pages embedded"]
+        if self.degraded:
+            parts.append(f"{self.degraded_pages} pages degraded ({self.pages_not_indexed} not indexed)")
         return ", ".join(parts)
+
+
+class EmbedderFailure(RuntimeError):
+    """The embedder failed on every page of a chunk, each page tried alone: the model (or its device) is broken,
+    not the pages, so the ingestion stops instead of filling the index with pages it cannot find."""
+
+
+class _NoPages(DocumentError):
+    """Every page of a document failed to render: there is nothing to index; `degraded` says why, page by page."""
+
+    def __init__(self, message: str, degraded: list[DegradedPage]):
+        super().__init__(message)
+        self.degraded = degraded
+
+
+# Errors that are no page's or document's fault: they stop the ingestion (the CLI exits 2 with them).
+_RUN_ERRORS = (MissingToolError, EmbedderFailure)
 
 
 def file_sha1(path: Path) -> str:
@@ -213,6 +257,8 @@ class Ingestor:
                     self._ingest_document(path, doc_id, sha1, num_pages, manifest, embedders, report, bar)
             finally:
                 bar.close()
+            if report.failed:  # the skipped documents are recorded too (documents commit their own records)
+                manifest.save(self.index_dir)
             self._refresh_fast_index(manifest)
         return report
 
@@ -243,19 +289,41 @@ class Ingestor:
             same_source = entry.kind == "pdf" and source.is_file() and file_sha1(source) == entry.sha1
             self._running, self._title = _document_context(source) if same_source else (frozenset(), "")
             layouts = []
+            # the layouts are read again: their earlier failures go, the other steps' stay
+            degraded = [d for d in manifest.degraded.get(entry.doc_id, [])
+                        if d.step not in ("layout", "tables", "figures")]
             with _open_pdf(source if same_source else None) as pdf:
                 for page_id in entry.page_ids:
                     record = manifest.pages[page_id]
                     size = (record.width, record.height)
+
+                    def failed(step: str, exc: Exception, number: int = record.page_number,
+                               found: list[DegradedPage] = degraded, doc_id: str = entry.doc_id,
+                               name: str = source.name) -> None:
+                        if isinstance(exc, _RUN_ERRORS):
+                            raise exc
+                        found.append(DegradedPage.of(doc_id, number, step, exc, True, name))
+                        log.warning("%s page %d: %s failed in the upgrade (%s: %s)", name, number, step,
+                                    type(exc).__name__, exc)
+
                     if self.ocr and entry.kind != "video" and record.text_source == "ocr":  # as ingestion read it
-                        with Image.open(self.index_dir / record.image_path) as image:
-                            layout = layout_from_ocr_lines(ocr_reading(image.convert("RGB"), self.ocr_lang),
-                                                           page_id, size)
+                        try:
+                            with Image.open(self.index_dir / record.image_path) as image:
+                                layout = layout_from_ocr_lines(ocr_reading(image.convert("RGB"), self.ocr_lang),
+                                                               page_id, size)
+                        except Exception as exc:  # noqa: BLE001 - this page keeps no regions, the others theirs
+                            failed("layout", exc)
+                            layout = empty_layout(page_id, size)
                     elif pdf is not None:
-                        layout = _page_layout(pdf, record.page_number, page_id, size, "pdf", None, self._running)
+                        layout = _page_layout(pdf, record.page_number, page_id, size, "pdf", None, self._running,
+                                              on_error=failed)
                     else:
                         layout = empty_layout(page_id, size)
                     layouts.append(layout)
+            if degraded:
+                manifest.degraded[entry.doc_id] = degraded
+            else:
+                manifest.degraded.pop(entry.doc_id, None)
             region_embedder = embedders.get("text")
             if region_embedder is not None:
                 arrays = _region_arrays(region_embedder, layouts, self._title)
@@ -345,12 +413,13 @@ class Ingestor:
 
     # ---- planning --------------------------------------------------------------------------------
     def _plan(self, documents: list[Path], manifest: Manifest, report: IngestReport):
-        from search_engine.corpus import DocumentError, count_pages, doc_id_for
+        from search_engine.corpus import count_pages, doc_id_for
 
         taken = set(manifest.documents)
         plan = []
         for path in documents:
             source = str(path.resolve())
+            existing = None
             try:
                 sha1 = file_sha1(path)
                 existing = manifest.doc_for_source(source)
@@ -363,6 +432,7 @@ class Ingestor:
             except (DocumentError, OSError) as exc:
                 report.failed[source] = str(exc)
                 log.warning("skipping %s: %s", path, exc)
+                manifest.skip_document(source, existing.doc_id if existing else doc_id_for(path), str(exc))
                 continue
             if existing is not None:
                 doc_id = existing.doc_id
@@ -378,8 +448,6 @@ class Ingestor:
 
     def _ingest_document(self, path: Path, doc_id: str, sha1: str, num_pages: int, manifest: Manifest,
                          embedders: dict[str, Embedder | None], report: IngestReport, bar) -> None:
-        from search_engine.corpus import DocumentError
-
         source = str(path.resolve())
         partial = self._partial_dir(doc_id)
         chunk_files = []
@@ -388,24 +456,22 @@ class Ingestor:
         old_images = {manifest.pages[p].image_path for p in old_ids if p in manifest.pages}
         try:
             partial.mkdir(parents=True, exist_ok=True)
-            texts = self._pdf_texts(path)
+            texts, text_errors = self._pdf_texts(path)
             for first in range(1, num_pages + 1, self.chunk_pages):
                 last = min(num_pages, first + self.chunk_pages - 1)
                 chunk_file = partial / f"{generation_of(sha1)}_{first:06d}_{last:06d}.npz"
                 if not _has_layouts(chunk_file):  # none yet, or left by a version without layouts
-                    self._ingest_chunk(path, doc_id, sha1, first, last, texts, embedders, chunk_file)
-                    report.pages += last - first + 1
+                    report.pages += self._ingest_chunk(path, doc_id, sha1, first, last, texts, text_errors,
+                                                       embedders, chunk_file)
                 chunk_files.append(chunk_file)
                 bar.update(last - first + 1)
                 self._notify(doc_id=doc_id, source=source, page=last, num_pages=num_pages, stage="pages")
-            entry, pages = self._commit_document(path, doc_id, sha1, num_pages, chunk_files, embedders)
+            entry, pages, degraded = self._commit_document(path, doc_id, sha1, num_pages, chunk_files, embedders)
             manifest.remove_document(doc_id)
-            manifest.add_document(entry, pages)
+            manifest.add_document(entry, pages, degraded)
             manifest.save(self.index_dir)
         except DocumentError as exc:
-            report.failed[source] = str(exc)
-            log.warning("skipping %s: %s", path, exc)
-            self._discard_attempt(doc_id, sha1)
+            self._skip_document(path, doc_id, sha1, manifest, report, str(exc), getattr(exc, "degraded", []))
             return
         except OSError as exc:
             if exc.errno not in _NO_SPACE:
@@ -414,6 +480,14 @@ class Ingestor:
             raise DiskFullError(f"disk full while ingesting {path.name} into {self.index_dir} ({exc.strerror}); "
                                 f"nothing of {path.name} was kept and the index is unchanged — free some space "
                                 "and run the ingestion again") from None
+        except _RUN_ERRORS:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug or a library failing on this file costs this document only
+            log.exception("%s: ingestion failed", path)
+            self._skip_document(path, doc_id, sha1, manifest, report,
+                                f"{path.name}: ingestion failed ({type(exc).__name__}: {exc})", [])
+            return
+        report.degraded.extend(degraded)
         if replaced is not None:
             self._delete_replaced(replaced, entry, old_images - {p.image_path for p in pages})
             report.updated.append(doc_id)
@@ -422,18 +496,31 @@ class Ingestor:
         shutil.rmtree(partial, ignore_errors=True)
         self._notify(doc_id=doc_id, source=source, page=num_pages, num_pages=num_pages, stage="done")
 
-    def _pdf_texts(self, path: Path) -> list[str] | None:
+    def _skip_document(self, path: Path, doc_id: str, sha1: str, manifest: Manifest, report: IngestReport,
+                       reason: str, degraded: list[DegradedPage]) -> None:
+        """A document that cannot be indexed: reported, recorded in the manifest (saved by `add`), and nothing
+        of its attempt kept; the index keeps what it held of it before."""
+        report.failed[str(path.resolve())] = reason
+        report.degraded.extend(degraded)
+        log.warning("skipping %s: %s", path, reason)
+        manifest.skip_document(str(path.resolve()), doc_id, reason, degraded)
+        self._discard_attempt(doc_id, sha1)
+
+    def _pdf_texts(self, path: Path) -> tuple[list[str] | None, dict[int, Exception]]:
+        """The text layer of every page (None: not a PDF, or no text channel), and the pages whose text layer
+        could not be read, with why (their text is "": OCR reads them where it is on)."""
         self._running, self._title = frozenset(), title_from_file_name(path)
         if path.suffix.lower() != ".pdf":
-            return None
+            return None, {}
         # running headers/footers and the title, found over the whole document
         self._running, title = _document_context(path)
         self._title = title or self._title
         if self._embedders.get("text") is None:
-            return None
+            return None, {}
         from search_engine.text_extraction import pdf_page_texts
 
-        return pdf_page_texts(path)
+        errors: dict[int, Exception] = {}
+        return pdf_page_texts(path, on_error=errors.__setitem__), errors
 
     def _discard_attempt(self, doc_id: str, sha1: str) -> None:
         """Remove what a failed ingestion of one document wrote: its checkpoints, its page generation,
@@ -447,64 +534,105 @@ class Ingestor:
             (self.index_dir / "pages" / doc_id).rmdir()  # only when empty (a new document)
 
     def _ingest_chunk(self, path: Path, doc_id: str, sha1: str, first: int, last: int, texts: list[str] | None,
-                      embedders: dict[str, Embedder | None], chunk_file: Path) -> None:
+                      text_errors: dict[int, Exception], embedders: dict[str, Embedder | None],
+                      chunk_file: Path) -> int:
+        """Pages first..last into one checkpoint (images, records, layouts, vectors, degraded pages); returns
+        how many pages it holds. Every per-page step runs behind its own boundary (see the module doc)."""
         from search_engine.corpus import render_pages
         from search_engine.text_extraction import page_reading
 
+        degraded: list[DegradedPage] = []
+
+        def failed(page: int, step: str, exc: BaseException, indexed: bool = True) -> None:
+            if isinstance(exc, _RUN_ERRORS) or (isinstance(exc, OSError) and exc.errno in _NO_SPACE):
+                raise exc  # no page's fault: the run stops (`add`)
+            record = DegradedPage.of(doc_id, page, step, exc, indexed, path.name)
+            degraded.append(record)
+            log.warning("%s page %d: %s failed (%s); %s", path.name, page, step, record.reason, record.consequence)
+
         images, records, layouts = [], [], []
         with _open_pdf(path) as pdf:
-            for rendered in render_pages(path, dpi=self.dpi, first_page=first, last_page=last,
-                                         max_side=self.max_side, video=self.video):
-                page_id = make_page_id(doc_id, rendered.page_number)
-                rel = Path("pages") / doc_id / generation_of(sha1) / f"{rendered.page_number}.jpg"
-                with atomic_file(self.index_dir / rel) as fh:
-                    rendered.image.convert("RGB").save(fh, format="JPEG", quality=self.jpeg_quality)
+            for rendered in render_pages(path, dpi=self.dpi, first_page=first, last_page=last, max_side=self.max_side,
+                                         video=self.video,
+                                         on_page_error=lambda n, exc: failed(n, "render", exc, indexed=False)):
+                number = rendered.page_number
+                page_id = make_page_id(doc_id, number)
+                rel = Path("pages") / doc_id / generation_of(sha1) / f"{number}.jpg"
+                try:
+                    with atomic_file(self.index_dir / rel) as fh:
+                        rendered.image.convert("RGB").save(fh, format="JPEG", quality=self.jpeg_quality)
+                except Exception as exc:  # noqa: BLE001 - PIL failing to encode this page (a full disk: `failed` raises)
+                    failed(number, "render", exc, indexed=False)
+                    continue
                 text, text_source, reading = "", "", None
                 if rendered.text is not None:  # the source read its own text (a video segment: OCR of its frames)
                     text, text_source = rendered.text, "ocr" if rendered.text else ""
                 elif embedders.get("text") is not None:
-                    layer = texts[rendered.page_number - 1] if texts and rendered.page_number <= len(texts) else ""
-                    text, text_source, reading = page_reading(layer, rendered.image, ocr=self.ocr,
-                                                              ocr_lang=self.ocr_lang)
-                layout = _page_layout(pdf, rendered.page_number, page_id, (rendered.width, rendered.height),
-                                      text_source, reading, self._running)
+                    if number in text_errors:
+                        failed(number, "text_layer", text_errors[number])
+                    layer = texts[number - 1] if texts and number <= len(texts) else ""
+                    try:
+                        text, text_source, reading = page_reading(layer, rendered.image, ocr=self.ocr,
+                                                                  ocr_lang=self.ocr_lang)
+                    except Exception as exc:  # noqa: BLE001 - tesseract failing on this page: keep its layer text
+                        failed(number, "ocr", exc)
+                        text, text_source, reading = page_reading(layer, None, ocr=False)
+                layout = _page_layout(pdf, number, page_id, (rendered.width, rendered.height), text_source, reading,
+                                      self._running, on_error=functools.partial(_at_page, failed, number))
                 if self.ocr and self.ocr_figures and text_source == "pdf":  # words inside pictures are pixels
                     from search_engine.figure_ocr import read_figures
 
-                    figure_text = read_figures(layout, rendered.image, self.ocr_lang, text)
+                    try:
+                        figure_text = read_figures(layout, rendered.image, self.ocr_lang, text,
+                                                   on_error=functools.partial(_figure_failed, failed, number))
+                    except Exception as exc:  # noqa: BLE001 - the figures keep what they had, the page its text
+                        failed(number, "figure_ocr", exc)
+                        figure_text = ""
                     text = f"{text}\n{figure_text}" if figure_text else text
                 layouts.append(layout)
-                records.append(PageRecord(page_id=page_id, doc_id=doc_id, page_number=rendered.page_number,
+                records.append(PageRecord(page_id=page_id, doc_id=doc_id, page_number=number,
                                           image_path=rel.as_posix(), width=rendered.width, height=rendered.height,
                                           source_path=str(path.resolve()), text=text, text_source=text_source,
                                           extra=dict(rendered.extra)))
                 images.append(rendered.image)
+        numbers = [r.page_number for r in records]
         arrays: dict[str, np.ndarray] = {}
         visual_embedder, text_embedder = embedders.get("visual"), embedders.get("text")
-        if visual_embedder is not None:
-            vectors = visual_embedder.embed_images(images)
+        if visual_embedder is not None and records:
+            vectors = _embed_pages(visual_embedder.embed_images, images, numbers, "embed_visual", failed,
+                                   lambda _: np.zeros((1, visual_embedder.spec.dim), np.float32))
             arrays["visual_vectors"] = np.concatenate(vectors).astype(np.float16)
             arrays["visual_counts"] = np.asarray([v.shape[0] for v in vectors], np.int64)
-        if text_embedder is not None:
-            arrays.update(_text_arrays(text_embedder, [r.text for r in records], layouts, self._title))
+        if text_embedder is not None and records:
+            arrays.update(_tolerant_text_arrays(text_embedder, [r.text for r in records], layouts, self._title,
+                                                numbers, failed))
         arrays["records"] = np.frombuffer(json.dumps([r.to_dict() for r in records]).encode(), dtype=np.uint8)
         arrays["layouts"] = _json_bytes([layout.to_dict() for layout in layouts])
+        arrays["degraded"] = _json_bytes([d.to_dict() for d in degraded])
         atomic_save_npz(chunk_file, **arrays)
+        return len(records)
 
     def _commit_document(self, path: Path, doc_id: str, sha1: str, num_pages: int, chunk_files: list[Path],
-                         embedders: dict[str, Embedder | None]) -> tuple[DocumentEntry, list[PageRecord]]:
+                         embedders: dict[str, Embedder | None],
+                         ) -> tuple[DocumentEntry, list[PageRecord], list[DegradedPage]]:
         pages: list[PageRecord] = []
         layouts: list[dict[str, Any]] = []
+        degraded: list[DegradedPage] = []
         collected: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {
             "visual": ([], []), "text": ([], []), REGION_CHANNEL: ([], [])}
         for chunk_file in chunk_files:
             with np.load(chunk_file) as data:
                 pages.extend(PageRecord.from_dict(r) for r in json.loads(data["records"].tobytes()))
                 layouts.extend(json.loads(data["layouts"].tobytes()))
+                if "degraded" in data.files:  # checkpoints of earlier versions recorded none
+                    degraded.extend(DegradedPage.from_dict(d) for d in json.loads(data["degraded"].tobytes()))
                 for channel in collected:
                     if f"{channel}_vectors" in data:
                         collected[channel][0].append(data[f"{channel}_vectors"])
                         collected[channel][1].append(data[f"{channel}_counts"])
+        if not pages:
+            raise _NoPages(f"{path.name}: none of its {num_pages} pages could be rendered "
+                           f"({degraded[0].reason if degraded else 'no reason recorded'})", degraded)
         segments = {}
         for channel, (vectors, counts) in collected.items():
             owner = "text" if channel == REGION_CHANNEL else channel
@@ -517,7 +645,7 @@ class Ingestor:
         kind = "pdf" if path.suffix.lower() == ".pdf" else ("video" if is_video(path) else "image")
         entry = DocumentEntry(doc_id=doc_id, source_path=str(path.resolve()), sha1=sha1, num_pages=len(pages),
                               kind=kind, page_ids=[p.page_id for p in pages], segments=segments)
-        return entry, pages
+        return entry, pages, degraded
 
     def _write_layouts(self, doc_id: str, sha1: str, layouts: list[dict[str, Any]], title: str) -> dict[str, Any]:
         """The document's page layouts as one JSON line per page (atomic, like the segments); `title` is
@@ -607,21 +735,119 @@ def _open_pdf(path: Path | None) -> Iterator[Any]:
 
 
 def _page_layout(pdf: Any, page_number: int, page_id: str, size: tuple[int, int], text_source: str,
-                 reading: list | None, running: frozenset[str]) -> PageLayout:
+                 reading: list | None, running: frozenset[str],
+                 on_error: Callable[[str, Exception], None] | None = None) -> PageLayout:
     """The page's layout from what ingestion already read: the PDF's text layer, else the OCR reading;
-    a page it cannot read fails alone (logged), with an empty layout, never its document."""
+    a page it cannot read fails alone, with an empty layout, never its document. Failures go to
+    `on_error(step, exception)` — "layout" for the whole layout, "tables"/"figures" for one finder (the page
+    keeps the rest) — or, without it, to the log."""
     from search_engine.layout.compose import empty_layout
     from search_engine.layout.ocr import layout_from_ocr_lines
     from search_engine.layout.pdf import pdf_page_layout
+
+    def report(step: str, exc: Exception) -> None:
+        if on_error is not None:
+            on_error(step, exc)
+        else:
+            log.warning("page %s: %s not read (%s: %s)", page_id, step, type(exc).__name__, exc)
 
     try:
         if reading:
             return layout_from_ocr_lines(reading, page_id, size)
         if pdf is not None and text_source != "ocr" and page_number <= pdf.page_count:
-            return pdf_page_layout(pdf[page_number - 1], page_id, size, running)
+            return pdf_page_layout(pdf[page_number - 1], page_id, size, running, on_error=report)
     except Exception as exc:  # noqa: BLE001 - a page layout is an extra; the page's text and image stand
-        log.warning("page %s: layout not read (%s: %s)", page_id, type(exc).__name__, exc)
+        report("layout", exc)
     return empty_layout(page_id, size)
+
+
+def _at_page(failed: Callable[[int, str, BaseException], None], number: int, step: str, exc: Exception) -> None:
+    """`failed` for one page: what a layout step's `on_error(step, exc)` calls."""
+    failed(number, step, exc)
+
+
+def _figure_failed(failed: Callable[[int, str, BaseException], None], number: int, region_id: str,
+                   exc: Exception) -> None:
+    """`failed` for one figure of a page: what `read_figures`' `on_error(region_id, exc)` calls."""
+    failed(number, "figure_ocr", exc)
+
+
+def _embed_pages(embed: Callable[[list[Any]], list[np.ndarray]], items: list[Any], numbers: list[int], step: str,
+                 failed: Callable[[int, str, BaseException], None],
+                 fallback: Callable[[Any], np.ndarray]) -> list[np.ndarray]:
+    """One embedding per item (a page), the batch at once; when the batch fails, page by page, a page that
+    fails alone getting `fallback(item)` (a zero vector: never found by that channel) and reported to `failed`.
+    Output that is not one finite array per item counts as a failure. `EmbedderFailure` when every page of a
+    batch of several fails alone: the embedder is broken, not the pages."""
+
+    def checked(batch: list[Any]) -> list[np.ndarray]:
+        out = embed(batch)
+        if len(out) != len(batch):
+            raise ValueError(f"the embedder returned {len(out)} embeddings for {len(batch)} inputs")
+        for vectors in out:
+            if not np.isfinite(np.asarray(vectors, np.float32)).all():
+                raise ValueError("the embedding has non-finite values (NaN or inf)")
+        return list(out)
+
+    try:
+        return checked(items)
+    except _RUN_ERRORS:
+        raise
+    except Exception as exc:  # noqa: BLE001 - find the page(s) it fails on
+        log.warning("%s of %d pages failed (%s: %s); embedding them one by one", step, len(items),
+                    type(exc).__name__, exc)
+    results: list[np.ndarray] = []
+    errors: list[tuple[int, Exception]] = []
+    for item, number in zip(items, numbers, strict=True):
+        try:
+            results.extend(checked([item]))
+        except _RUN_ERRORS:
+            raise
+        except Exception as exc:  # noqa: BLE001 - this page gets no vector of this channel
+            errors.append((number, exc))
+            results.append(fallback(item))
+    if len(items) > 1 and len(errors) == len(items):
+        first, error = errors[0]
+        raise EmbedderFailure(f"{step}: the embedder failed on each of {len(items)} pages tried alone (first: "
+                              f"page {first}, {type(error).__name__}: {error}); it is the embedder, not the pages"
+                              ) from error
+    for number, error in errors:
+        failed(number, step, error)
+    return results
+
+
+def _tolerant_text_arrays(embedder: Embedder, page_texts: list[str], layouts: list[PageLayout], title: str,
+                          numbers: list[int], failed: Callable[[int, str, BaseException], None]
+                          ) -> dict[str, np.ndarray]:
+    """`_text_arrays` of a chunk; when it fails, page by page (`_embed_pages`), a page that fails alone getting
+    zero vectors (its page row and one row per region) and reported as an "embed_text" failure."""
+    dim = embedder.spec.dim
+
+    def one(k: int) -> dict[str, np.ndarray]:
+        return _text_arrays(embedder, [page_texts[k]], [layouts[k]], title)
+
+    def embed(indices: list[int]) -> list[np.ndarray]:
+        # the page's arrays packed in one row block: its page vector first, then its region rows
+        out = []
+        for k in indices:
+            arrays = one(k)
+            out.append(np.concatenate([arrays["text_vectors"], arrays[f"{REGION_CHANNEL}_vectors"].astype(np.float32)]))
+        return out
+
+    try:
+        return _text_arrays(embedder, page_texts, layouts, title)
+    except _RUN_ERRORS:
+        raise
+    except Exception as exc:  # noqa: BLE001 - find the page(s) it fails on
+        log.warning("embed_text of %d pages failed (%s: %s); embedding them one by one", len(page_texts),
+                    type(exc).__name__, exc)
+    regions = [len(layout.regions) for layout in layouts]
+    packed = _embed_pages(embed, list(range(len(page_texts))), numbers, "embed_text", failed,
+                          lambda k: np.zeros((1 + regions[k], dim), np.float32))
+    return {"text_vectors": np.concatenate([block[:1] for block in packed]).astype(np.float32),
+            "text_counts": np.ones(len(page_texts), np.int64),
+            f"{REGION_CHANNEL}_vectors": np.concatenate([block[1:] for block in packed]).astype(np.float16),
+            f"{REGION_CHANNEL}_counts": np.asarray(regions, np.int64)}
 
 
 def _region_arrays(embedder: Embedder, layouts: list[PageLayout], title: str = "") -> dict[str, np.ndarray]:

@@ -4,14 +4,14 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
 from PIL import Image
 
-from search_engine.documents import DocumentError
+from search_engine.documents import DocumentError, MissingToolError
 from search_engine.ocr_polarity import dark_bands, inverted
 
 TESSERACT_HINT = "OCR needs the tesseract binary: apt-get install tesseract-ocr tesseract-ocr-eng"
@@ -91,8 +91,12 @@ def _auto_fallbacks() -> list[str]:
     return [f"{lang}+eng" if "eng" in have else lang for lang in AUTO_FALLBACK_LANGS if lang in have]
 
 
-def pdf_page_texts(path: str | Path) -> list[str]:
-    """The text layer of every page (empty strings for scanned pages), read in one pass."""
+def pdf_page_texts(path: str | Path, on_error: Callable[[int, Exception], None] | None = None) -> list[str]:
+    """The text layer of every page (empty strings for scanned pages), read in one pass.
+
+    A file that cannot be opened is a `DocumentError`. A page whose text layer cannot be read is one too,
+    unless `on_error` is given: then that page's text is "" and `on_error(page_number, exception)` is told
+    (ingestion records the page as degraded and OCRs it, if OCR is on)."""
     import pymupdf
 
     name = Path(path).name
@@ -100,7 +104,16 @@ def pdf_page_texts(path: str | Path) -> list[str]:
         with pymupdf.open(path) as doc:
             if doc.needs_pass:
                 raise DocumentError(f"{name}: encrypted PDF (password required)")
-            return [_normalise(page.get_text()) for page in doc]
+            texts = []
+            for number in range(1, doc.page_count + 1):
+                try:
+                    texts.append(_normalise(doc[number - 1].get_text()))
+                except Exception as exc:  # noqa: BLE001 - pymupdf raises several types for a broken page
+                    if on_error is None:
+                        raise
+                    on_error(number, exc)
+                    texts.append("")
+            return texts
     except DocumentError:
         raise
     except Exception as exc:  # noqa: BLE001 - pymupdf raises several types for broken files
@@ -140,7 +153,7 @@ def _checked_tesseract() -> ModuleType:
     try:
         pytesseract.get_tesseract_version()
     except pytesseract.TesseractNotFoundError as exc:  # not cached: a later install is picked up
-        raise RuntimeError(TESSERACT_HINT) from exc
+        raise MissingToolError(TESSERACT_HINT) from exc
     return pytesseract
 
 

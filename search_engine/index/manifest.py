@@ -3,6 +3,13 @@
 A document is listed only after its pages and embedding segments are on disk, and the manifest
 is replaced atomically, so whatever moment an ingestion dies at, the index on disk is valid and
 names only complete documents.
+
+It also records what ingestion could not do, so a page that came out degraded is never silent:
+`degraded` (doc id -> `DegradedPage` records: a page step that failed, the page kept with what succeeded, or
+left out when it could not be rendered) switches atomically with its document's entry, and is replaced or
+dropped with it; `skipped` (source path -> why) names the documents that are not in the index at all, until one
+is ingested. Both are plain top-level keys that older readers ignore. `vrag-search report` lists them, `/health`
+counts them.
 """
 from __future__ import annotations
 
@@ -47,6 +54,58 @@ class DocumentEntry:
     added_at: float = field(default_factory=time.time)
 
 
+# The per-page steps of ingestion, in the order they run; a `DegradedPage` names the one that failed.
+PAGE_STEPS = ("render", "text_layer", "ocr", "layout", "tables", "figures", "figure_ocr", "embed_visual",
+              "embed_text")
+NOT_INDEXED = "page not indexed: it could not be rendered, and a page without an image cannot be searched or shown"
+
+
+@dataclass
+class DegradedPage:
+    """One page step that failed during ingestion (`PAGE_STEPS`): the page was kept with what the other steps
+    gave (`indexed`), or, when it could not be rendered, left out of the index (`indexed=False`)."""
+
+    doc_id: str
+    page: int  # 1-based page number (a video: segment number)
+    step: str  # one of PAGE_STEPS
+    error: str  # the exception's type, e.g. "ValueError"
+    message: str
+    indexed: bool = True
+    source: str = ""  # the source file's name
+
+    @property
+    def reason(self) -> str:
+        """What failed, in one line: the error type and its message."""
+        return f"{self.error}: {self.message}" if self.message else self.error
+
+    @property
+    def consequence(self) -> str:
+        """What the failure cost the page."""
+        if not self.indexed:
+            return NOT_INDEXED
+        return {"render": "page kept", "text_layer": "page read by OCR where OCR is on, else without its text",
+                "ocr": "page kept without its OCR text", "layout": "page kept without its regions",
+                "tables": "page kept without its tables", "figures": "page kept without its figures",
+                "figure_ocr": "page kept without the words of its pictures",
+                "embed_visual": "page kept, not found by the visual channel",
+                "embed_text": "page kept, not found by the text embedder (BM25 still reads it)"}.get(self.step,
+                                                                                                  "page kept")
+
+    @classmethod
+    def of(cls, doc_id: str, page: int, step: str, exc: BaseException, indexed: bool = True,
+           source: str = "") -> DegradedPage:
+        message = " ".join(str(exc).split())[:500]  # one line, bounded: a report is read by people
+        return cls(doc_id, int(page), step, type(exc).__name__, message, indexed, source)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DegradedPage:
+        known = {k: data[k] for k in ("doc_id", "page", "step", "error", "message", "indexed", "source") if k in data}
+        return cls(**known)
+
+
 @dataclass
 class Manifest:
     version: int = FORMAT_VERSION
@@ -54,6 +113,9 @@ class Manifest:
     documents: dict[str, DocumentEntry] = field(default_factory=dict)
     pages: dict[str, PageRecord] = field(default_factory=dict)
     updated_at: float = 0.0
+    degraded: dict[str, list[DegradedPage]] = field(default_factory=dict)  # doc id -> its degraded pages
+    # source path -> {"doc_id", "reason", "at", "degraded": [DegradedPage dicts]}: documents not in the index
+    skipped: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     # ---- embedders -------------------------------------------------------------------------
     def spec(self, channel: str) -> EmbedderSpec | None:
@@ -70,17 +132,39 @@ class Manifest:
                 return entry
         return None
 
-    def add_document(self, entry: DocumentEntry, pages: list[PageRecord]) -> None:
+    def add_document(self, entry: DocumentEntry, pages: list[PageRecord],
+                     degraded: list[DegradedPage] | None = None) -> None:
+        """List a document with its pages and the record of its degraded pages (replacing any earlier one);
+        it is no longer a skipped document."""
         self.documents[entry.doc_id] = entry
         for page in pages:
             self.pages[page.page_id] = page
+        if degraded:
+            self.degraded[entry.doc_id] = list(degraded)
+        else:
+            self.degraded.pop(entry.doc_id, None)
+        self.skipped.pop(entry.source_path, None)
 
     def remove_document(self, doc_id: str) -> DocumentEntry | None:
         entry = self.documents.pop(doc_id, None)
         if entry:
             for page_id in entry.page_ids:
                 self.pages.pop(page_id, None)
+        self.degraded.pop(doc_id, None)
         return entry
+
+    def skip_document(self, source_path: str, doc_id: str, reason: str,
+                      degraded: list[DegradedPage] | None = None) -> None:
+        """Record that a document could not be ingested at all (what it held before, if anything, stays)."""
+        self.skipped[source_path] = {"doc_id": doc_id, "reason": reason, "at": time.time(),
+                                     "degraded": [d.to_dict() for d in degraded or []]}
+
+    def degraded_pages(self) -> list[DegradedPage]:
+        """Every degraded page the index records: of its documents, then of the documents it skipped."""
+        found = [d for doc_id in self.documents for d in self.degraded.get(doc_id, [])]
+        for skipped in self.skipped.values():
+            found.extend(DegradedPage.from_dict(d) for d in skipped.get("degraded", []))
+        return found
 
     # ---- persistence ---------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -90,6 +174,8 @@ class Manifest:
             "embedders": self.embedders,
             "documents": {k: asdict(v) for k, v in self.documents.items()},
             "pages": {k: v.to_dict() for k, v in self.pages.items()},
+            "degraded": {k: [d.to_dict() for d in v] for k, v in self.degraded.items() if v},
+            "skipped": self.skipped,
         }
 
     def save(self, index_dir: Path) -> None:
@@ -113,6 +199,8 @@ class Manifest:
             documents={k: DocumentEntry(**v) for k, v in data.get("documents", {}).items()},
             pages={k: PageRecord.from_dict(v) for k, v in data.get("pages", {}).items()},
             updated_at=data.get("updated_at", 0.0),
+            degraded={k: [DegradedPage.from_dict(d) for d in v] for k, v in data.get("degraded", {}).items()},
+            skipped=data.get("skipped", {}),
         )
 
     @property

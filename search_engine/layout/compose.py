@@ -3,19 +3,28 @@
 Running headers and footers, headings (printed larger or bolder than the body), paragraphs (a block split at
 its breaks, at most MAX_REGION_WORDS words each), lists, captions, tables with their cells and figures with
 their labels. Both readers (`pdf`, `ocr`) end here, so a PDF page and a scan come out in one shape.
+
+Every box is clamped to the page here, once for both readers (`geometry.clamp_box`): the parts as they come in
+(page units: a picture placed past the page edge, text set outside it, NaN or corner-reversed coordinates of a
+broken PDF), and the regions, cells and labels as they go out (image pixels). A part with nothing on the page
+is dropped (a table's cell keeps its place in the grid with an empty box), so every box of a layout is finite,
+ordered (x1 <= x2, y1 <= y2) and inside `[0, width] x [0, height]` of its page image, and whatever crops a
+region out of the page image can trust it.
 """
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 
 from search_engine.layout.captions import MAX_CAPTION_WORDS, attach_captions, is_caption
 from search_engine.layout.figures import figure_texts, labels_not_tables
-from search_engine.layout.geometry import grow, inside, union
+from search_engine.layout.geometry import clamp_box, grow, inside, union
 from search_engine.layout.margins import margin_kind, running_key
 from search_engine.layout.parts import Block, Figure, Line, Piece, Table, join_lines
 from search_engine.page_layout import Box, Label, PageLayout, Region, RegionKind, TableCell
 
+_NOWHERE: Box = (0.0, 0.0, 0.0, 0.0)  # the box of a table cell with nothing on the page (as a merged cell's)
 _BULLET = re.compile(r"^\s*(?:[•◦▪●○■□–—\-*·]|\(?\d{1,3}[.)]|\(?[a-zA-Z][.)])\s+")
 MAX_REGION_WORDS = 120  # longer text blocks are split at line ends: a region is a paragraph, not a column
 
@@ -66,11 +75,18 @@ def _split_paragraphs(block: Block) -> list[list[Line]]:
 def compose(page_id: str, blocks: list[Block], tables: list[Table], figures: list[Figure],
             page_w: float, page_h: float, scale: tuple[float, float], image_size: tuple[int, int],
             running: frozenset[str], source: str) -> PageLayout:
-    """Blocks, tables and figures of one page → typed regions in reading order, boxes in image pixels."""
+    """Blocks, tables and figures of one page → typed regions in reading order, boxes in image pixels, every
+    one on the page (see the module doc). ValueError for a page or an image without a finite positive size."""
     sx, sy = scale
+    if not all(map(_positive, (sx, sy, *image_size))):
+        raise ValueError(f"page {page_id}: no finite positive scale or image size ({scale}, {image_size})")
+    image_w, image_h = int(image_size[0]), int(image_size[1])
+    blocks, tables, figures = on_page(blocks, tables, figures, page_w, page_h)
 
     def px(box: Box) -> Box:
-        return (round(box[0] * sx, 1), round(box[1] * sy, 1), round(box[2] * sx, 1), round(box[3] * sy, 1))
+        scaled = (box[0] * sx, box[1] * sy, box[2] * sx, box[3] * sy)
+        clamped = clamp_box(scaled, image_w, image_h) or _NOWHERE
+        return (round(clamped[0], 1), round(clamped[1], 1), round(clamped[2], 1), round(clamped[3], 1))
 
     used: set[int] = set()
     for table in tables:  # text of a table is its cells
@@ -141,6 +157,54 @@ def compose(page_id: str, blocks: list[Block], tables: list[Table], figures: lis
         region.region_id = f"r{n}"
         regions.append(region)
     return PageLayout(page_id, int(image_size[0]), int(image_size[1]), regions, source)  # type: ignore[arg-type]
+
+
+def on_page(blocks: list[Block], tables: list[Table], figures: list[Figure], page_w: float,
+            page_h: float) -> tuple[list[Block], list[Table], list[Figure]]:
+    """The parts of a page clamped to it (`geometry.clamp_box`, page units): pieces, lines, blocks, tables and
+    figures with nothing on the page are dropped, a table cell keeps its place with an empty box; blocks are
+    numbered again in their order (composition ranks regions by it). ValueError for a page without a finite
+    positive size (a broken page's media box): its parts cannot be placed."""
+
+    def line_on_page(line: Line) -> Line | None:
+        box = clamp_box(line.box, page_w, page_h)
+        if box is None or not math.isfinite(line.size) or not math.isfinite(line.angle):
+            return None
+        pieces = [Piece(p.text, b, p.size if math.isfinite(p.size) else line.size, p.bold)
+                  for p in line.pieces if (b := clamp_box(p.box, page_w, page_h)) is not None]
+        return Line(line.text, box, line.size, line.bold, pieces, line.angle)
+
+    if not (_positive(page_w) and _positive(page_h)):
+        raise ValueError(f"a page needs a finite positive size, got {page_w!r} x {page_h!r}")
+    kept_blocks: list[Block] = []
+    for block in blocks:
+        lines = [ln for ln in map(line_on_page, block.lines) if ln is not None]
+        if lines:
+            kept_blocks.append(Block(len(kept_blocks) + 1, lines))
+    kept_tables: list[Table] = []
+    for table in tables:
+        box = clamp_box(table.box, page_w, page_h)
+        if box is None or not table.rows:
+            continue
+        rows = [[(text, clamp_box(cell, page_w, page_h) or _NOWHERE) for text, cell in row] for row in table.rows]
+        kept_tables.append(Table(box, rows, table.header_rows, table.header_cols, table.order, table.caption,
+                                 table.ruled))
+    kept_figures: list[Figure] = []
+    for figure in figures:
+        box = clamp_box(figure.box, page_w, page_h)
+        if box is not None:
+            texts = [ln for ln in map(line_on_page, figure.texts) if ln is not None]
+            kept_figures.append(Figure(box, texts, figure.order, figure.caption))
+    return kept_blocks, kept_tables, kept_figures
+
+
+def _positive(value: float) -> bool:
+    """A finite number above 0 (a page's size, a scale)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(number) and number > 0
 
 
 def empty_layout(page_id: str, image_size: tuple[int, int]) -> PageLayout:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from search_engine.layout.captions import is_caption
-from search_engine.layout.geometry import area, gap, grow, inside, overlap, union
+from search_engine.layout.geometry import area, clamp_box, gap, grow, inside, overlap, union
 from search_engine.layout.parts import Block, Figure, Line, Piece, Table, ocr_pieces
 from search_engine.page_layout import Box, Label, PageLayout, Region
 
@@ -46,7 +46,7 @@ def _skeleton(path: Box, cluster: Box) -> bool:
 
 def pdf_figures(page: pymupdf.Page, tables: list[Table]) -> list[Figure]:
     """Images and clusters of vector drawings large enough to be a picture or a chart, not a table's
-    rulings, not a full-page background."""
+    rulings, not a full-page background; each box clamped to the page (`clamp_box`), none that lies off it."""
     page_box = tuple(page.rect)
     page_area = area(page_box)
     candidates: list[Box] = []
@@ -76,7 +76,13 @@ def pdf_figures(page: pymupdf.Page, tables: list[Table]) -> list[Figure]:
         if drawn >= 3:
             candidates.append(box)
     figures: list[Figure] = []
-    for box in candidates:
+    for candidate in candidates:
+        # the part on the page: a picture placed past the page edge (slides keep off-canvas pictures, a
+        # page cropped from a larger one) shows only that part, or nothing; NaN boxes of a broken file go
+        on_page = clamp_box(candidate, page.rect.width, page.rect.height)
+        if on_page is None:
+            continue
+        box = on_page
         w, h = box[2] - box[0], box[3] - box[1]
         if w < 0.08 * page_box[2] or h < 0.04 * page_box[3] or area(box) > BACKGROUND_SHARE * page_area:
             continue

@@ -4,6 +4,7 @@ page (`margin_kind`). They say nothing about the page: composed first and last, 
 """
 from __future__ import annotations
 
+import logging
 import re
 from collections import Counter
 from typing import TYPE_CHECKING, Literal
@@ -15,6 +16,8 @@ from search_engine.page_layout import Box
 if TYPE_CHECKING:  # pragma: no cover
     import pymupdf
 
+
+log = logging.getLogger(__name__)
 
 _DIGITS = re.compile(r"\d+")
 MARGIN_BAND = 0.06  # outermost band (fraction of the page height) where short text is a header/footer
@@ -65,11 +68,18 @@ def running_texts(doc: pymupdf.Document, band: float = RUNNING_BAND) -> frozense
     document: its running headers and footers (titles, chapter names, "Page n")."""
     seen: Counter[str] = Counter()
     pages = 0
-    for page in map(upright, doc.pages()):
+    for number in range(doc.page_count):
         pages += 1
-        width, height = page.rect.width, page.rect.height
+        try:  # a page PyMuPDF cannot read adds nothing; its own layout step reports it
+            page = upright(doc[number])
+            width, height = page.rect.width, page.rect.height
+            found = page.get_text("blocks")
+        except Exception as exc:  # noqa: BLE001 - PyMuPDF raises several types for a broken page
+            log.warning("page %d: margins not read for the running headers (%s: %s)", number + 1,
+                        type(exc).__name__, exc)
+            continue
         keys = set()
-        for x1, y1, x2, y2, text, *_ in page.get_text("blocks"):
+        for x1, y1, x2, y2, text, *_ in found:
             if (y2 <= band * height or y1 >= (1 - band) * height) and 0 < len(text.split()) <= 25:
                 key = running_key(text)
                 if not key.strip("# "):  # a bare number: a page number repeats by its place, not its text

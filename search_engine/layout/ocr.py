@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from search_engine.layout.compose import compose
+from search_engine.layout.compose import compose, on_page
 from search_engine.layout.parts import Block, Line, Piece, ocr_pieces
 from search_engine.layout.tables import aligned_tables
 from search_engine.page_layout import PageLayout
@@ -35,10 +35,13 @@ def layout_from_ocr_lines(lines: Sequence[OcrLine], page_id: str, image_size: tu
             index[key] = Block(len(blocks) + 1, [])
             blocks.append(index[key])
         index[key].lines.append(entry)
+    width, height = image_size
+    # on the image before the table finder, which trusts the boxes (a line read past the edge, a box mapped back
+    # from a crop: `compose.on_page`)
+    blocks, _, _ = on_page(blocks, [], [], float(width), float(height))
     for block in blocks:
         block.lines.sort(key=lambda ln: (ln.box[1], ln.box[0]))
     tables = aligned_tables([line for b in blocks for line in b.lines])
-    width, height = image_size
     return compose(page_id, blocks, tables, [], float(width), float(height), (1.0, 1.0), image_size,
                    frozenset(), "ocr")
 

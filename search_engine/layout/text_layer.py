@@ -30,7 +30,9 @@ def pdf_blocks(page: pymupdf.Page) -> list[Block]:
         for raw_line in raw["lines"]:
             for span in raw_line["spans"]:  # glyphs of a font without a Unicode map come out as control codes
                 span["text"] = CONTROL_CHARACTERS.sub("", span["text"])
-            spans = [s for s in raw_line["spans"] if s["text"].strip()]
+            # a span without a finite box (a broken font matrix) cannot be placed: left out, like its glyphs
+            spans = [s for s in raw_line["spans"] if s["text"].strip() and all(map(math.isfinite, s["bbox"]))
+                     and math.isfinite(s["size"])]
             if not spans:
                 continue
             pieces: list[Piece] = []

@@ -1,5 +1,5 @@
-"""`GET /health`: whether the server is up and how many pages it serves; the one route open without the API key
-(load balancers and the agent's start-up check call it)."""
+"""`GET /health`: whether the server is up, how many pages it serves and how many of them ingestion degraded; the
+one route open without the API key (load balancers and the agent's start-up check call it)."""
 from fastapi import APIRouter
 
 from search_engine.api_models import Health
@@ -11,4 +11,5 @@ router = APIRouter()
 
 @router.get("/health", response_model=Health, responses=error_responses(413))
 async def health(engine: Engine) -> Health:
-    return Health(status="ok", pages=engine.stats()["pages"])
+    stats = engine.stats()
+    return Health(status="ok", pages=stats["pages"], degraded_pages=stats.get("degraded_pages", 0))

@@ -127,7 +127,7 @@ def test_unknown_ids(search_server):
 
 
 def test_health_stats_openapi(search_server):
-    assert httpx.get(f"{search_server.url}/health").json() == {"status": "ok", "pages": 12}
+    assert httpx.get(f"{search_server.url}/health").json() == {"status": "ok", "pages": 12, "degraded_pages": 0}
     stats = httpx.get(f"{search_server.url}/stats").json()
     assert stats["documents"] == 4 and "visual" in stats["embedders"]
     schema = httpx.get(f"{search_server.url}/openapi.json").json()
