@@ -25,16 +25,27 @@ def _fsdp_checkpoint(root: Path, model_dir: Path, step: int, world_size: int = 2
         for param in model.parameters():
             param.add_(0.25 * step)
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    _write_actor(root, model_dir, step, world_size, state)
+    return state
+
+
+def _write_actor(root: Path, model_dir: Path, step: int, world_size: int, state: dict,
+                 lora_meta: dict | None = None) -> None:
+    """verl's checkpoint layout: the HF config files, fsdp_config.json, one shard per rank, the latest step;
+    `lora_meta` is what verl's FSDPCheckpointManager writes beside them for a peft model."""
+    import torch
+
     actor = root / f"global_step_{step}" / "actor"
     (actor / "huggingface").mkdir(parents=True)
     for name in model_dir.iterdir():
         if name.suffix != ".safetensors":
             shutil.copy(name, actor / "huggingface" / name.name)
     (actor / "fsdp_config.json").write_text(json.dumps({"FSDP_version": 2, "world_size": world_size}))
+    if lora_meta is not None:
+        (actor / "lora_train_meta.json").write_text(json.dumps(lora_meta))
     for rank in range(world_size):
         torch.save(state, actor / f"model_world_size_{world_size}_rank_{rank}.pt")
     (root / merge_checkpoint.LATEST_FILE).write_text(str(step))
-    return state
 
 
 def test_merges_the_latest_step_into_a_loadable_model(tmp_path, tiny_qwen25vl_dir):
@@ -105,17 +116,8 @@ def _lora_fsdp_checkpoint(root: Path, model_dir: Path, step: int = 1, world_size
                 trained.add(name.removeprefix("base_model.model.") + ".weight")
     assert trained
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    actor = root / f"global_step_{step}" / "actor"
-    (actor / "huggingface").mkdir(parents=True)
-    for name in model_dir.iterdir():
-        if name.suffix != ".safetensors":
-            shutil.copy(name, actor / "huggingface" / name.name)
-    (actor / "fsdp_config.json").write_text(json.dumps({"FSDP_version": 2, "world_size": world_size}))
-    if meta:  # what verl's FSDPCheckpointManager writes for a peft model
-        (actor / "lora_train_meta.json").write_text(json.dumps({"r": 8, "lora_alpha": 16, "task_type": "CAUSAL_LM"}))
-    for rank in range(world_size):
-        torch.save(state, actor / f"model_world_size_{world_size}_rank_{rank}.pt")
-    (root / merge_checkpoint.LATEST_FILE).write_text(str(step))
+    _write_actor(root, model_dir, step, world_size, state,
+                 {"r": 8, "lora_alpha": 16, "task_type": "CAUSAL_LM"} if meta else None)
     return base_state, state, trained
 
 
