@@ -36,6 +36,7 @@ _vrag_defaults() {
   ATTN_IMPL="${ATTN_IMPL:-auto}"                       # auto: flash_attention_2 where flash-attn imports, else sdpa
   DUMP_DIR="${DUMP_DIR:-}"                             # set (or --dump): verl's trajectory and validation dumps
   LOG_VAL_GENERATIONS="${LOG_VAL_GENERATIONS:-10}"     # with dumps: validation samples sent to the logger
+  TRAIN_DEVICE="${TRAIN_DEVICE:-cuda}"                 # cuda | cpu (verl's trainer on the CPU: configs/verl/parts/cpu.yaml)
   PYTHON="${PYTHON:-}"
   if [[ -z "$PYTHON" ]]; then
     if [[ -x "$REPO_ROOT/.venv/bin/python" ]]; then PYTHON="$REPO_ROOT/.venv/bin/python"; else PYTHON=python3; fi
@@ -74,6 +75,8 @@ Environment (default):
   ATTN_IMPL (auto: flash_attention_2 where flash-attn imports in PYTHON, else sdpa with remove-padding off;
              or flash_attention_2 | sdpa | eager)
   DUMP_DIR (unset: no dumps)  LOG_VAL_GENERATIONS (10)
+  TRAIN_DEVICE (cuda | cpu: verl's trainer on the CPU platform with the transformers rollout backend `hf`; the
+             config must compose configs/verl/parts/cpu.yaml, as the cpu_smoke_* configs do)
 Rows: every row's agent_name must be $AGENT_LOOP (verl runs each row's loop; convert with
   python -m vrag_rl.training.data convert QA.json --agent-name $AGENT_LOOP --out FILE).
 Several nodes (NNODES>1): VRAG_SEARCH_URL must be an address the other nodes reach (not loopback), and a server
@@ -167,7 +170,8 @@ _vrag_checks() {
   _fail() { echo "[check] FAIL: $1" >&2; failures=$((failures + 1)); }
   _ok() { echo "[check] ok: $1"; }
   local needed="verl vrag_rl hydra ray" missing
-  [[ "$mode" == run ]] && needed="$needed vllm transfer_queue"
+  if [[ "$mode" == run && "$TRAIN_DEVICE" == cpu ]]; then needed="$needed transfer_queue"
+  elif [[ "$mode" == run ]]; then needed="$needed vllm transfer_queue"; fi
   missing=$("$PYTHON" -c 'import importlib.util as u, sys; print(" ".join(m for m in sys.argv[1:] if u.find_spec(m) is None))' $needed 2>&1) \
     || missing="(python '$PYTHON' does not run: $missing)"
   if [[ -z "$missing" ]]; then _ok "python environment ($PYTHON)"; else
@@ -209,11 +213,42 @@ _vrag_checks() {
   if [[ -n "$VRAG_JUDGE_URL" && -z "${VRAG_JUDGE_API_KEY:-}" ]]; then
     echo "[check] note: VRAG_JUDGE_URL is set but VRAG_JUDGE_API_KEY is empty (fine for a local judge without a key)"
   fi
+  if [[ "$TRAIN_DEVICE" == cpu ]]; then
+    local rollout
+    rollout="$(_config_rollout)"
+    if [[ "$rollout" == hf ]]; then
+      _ok "CPU mode: verl's platform 'cpu' (gloo), rollout backend hf, N_GPUS=$N_GPUS logical GPU(s) for Ray's placement"
+    else
+      _fail "TRAIN_DEVICE=cpu but the config's actor_rollout_ref.rollout.name is '$rollout': compose configs/verl/parts/cpu.yaml (rollout hf), as configs/verl/cpu_smoke_*.yaml do"
+    fi
+    return "$failures"
+  fi
   local gpus=0
   if command -v nvidia-smi >/dev/null 2>&1; then gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true); fi
   if (( gpus >= N_GPUS )); then _ok "$gpus GPU(s) on this node (N_GPUS=$N_GPUS)"; else
     _fail "this node has $gpus NVIDIA GPU(s) but N_GPUS=$N_GPUS (verl's trainer needs CUDA GPUs; nvidia-smi -L lists them)"; fi
   return "$failures"
+}
+
+# The rollout backend the composed config (with the command line's overrides) names.
+_config_rollout() {
+  "$PYTHON" - "$REPO_ROOT/configs/verl" "$CONFIG" "${OVERRIDES[@]}" <<'EOF' 2>&1 | tail -1
+import sys
+from hydra import compose, initialize_config_dir
+with initialize_config_dir(config_dir=sys.argv[1], version_base=None):
+    cfg = compose(config_name=sys.argv[2], overrides=[o for o in sys.argv[3:] if o.startswith("actor_rollout_ref.rollout.name=")])
+print(cfg.actor_rollout_ref.rollout.name)
+EOF
+}
+
+# TRAIN_DEVICE=cpu: the environment that puts verl (and every Ray worker it starts) on the CPU platform
+# (vrag_rl/training/verl_plugins/cpu: VERL_PLATFORM, VERL_ENGINE_DEVICE, VERL_USE_EXTERNAL_MODULES).
+_cpu_environment() {
+  [[ "$TRAIN_DEVICE" == cpu ]] || return 0
+  local line
+  while IFS= read -r line; do export "${line?}"; done < <("$PYTHON" -c 'from vrag_rl.training.verl_plugins.cpu import cpu_environment as e
+for k, v in e().items(): print(f"{k}={v}")')
+  export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}" TOKENIZERS_PARALLELISM="${TOKENIZERS_PARALLELISM:-false}"
 }
 
 _start_search() {
@@ -289,6 +324,7 @@ vrag_train_main() {
     exec "${join_cmd[@]}"
   fi
 
+  case "$TRAIN_DEVICE" in cuda|cpu) ;; *) echo "TRAIN_DEVICE must be cuda or cpu (got '$TRAIN_DEVICE')" >&2; return 2 ;; esac
   _vrag_attention || return 2
   _vrag_command
   local failures=0
@@ -319,6 +355,7 @@ vrag_train_main() {
     return $?
   fi
   _start_search
+  _cpu_environment
   mkdir -p "$CKPT_DIR"
   export VRAG_JUDGE_API_KEY="${VRAG_JUDGE_API_KEY:-}"
   "${CMD[@]}"

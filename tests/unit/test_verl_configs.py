@@ -76,13 +76,27 @@ def _verl_validate(cfg) -> dict:
 
 
 def test_the_expected_settings_exist():
-    assert CONFIGS == ["ggpo_qwen2_5_vl_7b", "ggpo_qwen3_vl_8b", "ggpo_vimrag_qwen2_5_vl_7b",
-                       "grpo_qwen2_5_vl_3b_lora_24gb", "grpo_qwen2_5_vl_7b", "grpo_qwen3_vl_8b",
-                       "smoke_grpo_qwen2_5_vl_3b_1gpu"]
+    assert CONFIGS == ["cpu_smoke_ggpo_vimrag", "cpu_smoke_grpo_vrag", "ggpo_qwen2_5_vl_7b", "ggpo_qwen3_vl_8b",
+                       "ggpo_vimrag_qwen2_5_vl_7b", "grpo_qwen2_5_vl_3b_lora_24gb", "grpo_qwen2_5_vl_7b",
+                       "grpo_qwen3_vl_8b", "smoke_grpo_qwen2_5_vl_3b_1gpu"]
 
 
 def _algorithm_of(name: str) -> str:
-    return name.removeprefix("smoke_").split("_")[0]
+    return name.removeprefix("cpu_").removeprefix("smoke_").split("_")[0]
+
+
+def test_the_cpu_configs_run_verl_on_the_cpu_platform():
+    """parts/cpu.yaml: the hf rollout backend, FSDP2 without offload, sdpa, one logical GPU, one storage unit."""
+    for name in ("cpu_smoke_grpo_vrag", "cpu_smoke_ggpo_vimrag"):
+        cfg = _compose(name)
+        assert cfg.actor_rollout_ref.rollout.name == "hf" and cfg.trainer.device == "cpu"
+        assert cfg.actor_rollout_ref.actor.strategy == "fsdp2"
+        assert not cfg.actor_rollout_ref.actor.fsdp_config.param_offload
+        assert cfg.actor_rollout_ref.model.override_config.attn_implementation == "sdpa"
+        assert not cfg.actor_rollout_ref.model.use_remove_padding
+        assert cfg.ray_kwargs.ray_init.num_gpus == cfg.trainer.n_gpus_per_node == 1
+        assert cfg.transfer_queue.backend.SimpleStorage.num_data_storage_units == 1
+        assert cfg.trainer.save_freq == 1  # the smoke compares step 1's checkpoint with the initial weights
 
 
 @pytest.mark.parametrize("name", CONFIGS)
@@ -98,7 +112,7 @@ def test_config_composes_and_validates_against_verl(name):
     assert cfg.reward.custom_reward_function.path == "vrag_rl/training/verl_plugins/reward.py"
     assert (CONFIG_DIR.parents[1] / cfg.reward.custom_reward_function.path).is_file()
     assert cfg.trainer.use_v1  # verl 0.9.1's default trainer path, kept by every config
-    if name.startswith("ggpo"):
+    if _algorithm_of(name) == "ggpo":
         assert built["actor"].policy_loss.loss_mode == "gspo"
         assert built["actor"].loss_agg_mode == "seq-mean-token-mean"
     if "qwen3" in name:

@@ -143,3 +143,35 @@ def test_check_refuses_rows_of_another_agent_and_names_the_converter_flag(tmp_pa
                                                      start_index=1)[0], tmp_path / "mixed.parquet")
     with pytest.raises(DatasetConversionError, match="1 row\\(s\\) have agent_name 'vimrag_agent'"):
         check_parquet(mixed, agent_name="vrag_agent")
+
+
+def test_rows_start_from_the_runs_prompts(tmp_path, sample_corpus, capsys):
+    """`convert --prompts`: the rows' first turn in the words of the run's `vrag.prompts` (a tiny tokenizer knows
+    only its task's words); an unknown prompt field is refused (exit 2)."""
+    import pyarrow.parquet as pq
+
+    words = tmp_path / "prompts.json"
+    words.write_text(json.dumps({"system": "Search, then answer.", "question": "Q: {question}"}))
+    out = tmp_path / "train.parquet"
+    assert data_cli(["convert", str(sample_corpus.dataset_path), "--data-source", "s", "--out", str(out),
+                     "--prompts", str(words)]) == 0
+    prompt = pq.read_table(out).to_pylist()[0]["prompt"]
+    assert prompt[0] == {"role": "system", "content": "Search, then answer."}
+    assert prompt[1]["content"].startswith("Q: ")
+    words.write_text(json.dumps({"sytem": "typo"}))
+    assert data_cli(["convert", str(sample_corpus.dataset_path), "--data-source", "s", "--out", str(out),
+                     "--prompts", str(words)]) == 2
+    assert "sytem" in capsys.readouterr().err
+
+
+def test_the_verl_settings_carry_the_agents_prompts():
+    from omegaconf import OmegaConf
+
+    from vrag_rl.training.verl_plugins.settings import PluginSettingsError, plugin_settings
+
+    base = {"vrag": {"search": {"url": "http://127.0.0.1:1"}}}
+    assert plugin_settings(OmegaConf.create(base)).prompts == Prompts()
+    custom = {"vrag": {**base["vrag"], "prompts": {"question": "Q: {question}"}}}
+    assert plugin_settings(OmegaConf.create(custom)).prompts.initial_messages("x")[-1]["content"] == "Q: x"
+    with pytest.raises(PluginSettingsError, match="prompts"):
+        plugin_settings(OmegaConf.create({"vrag": {**base["vrag"], "prompts": {"qestion": "?"}}}))

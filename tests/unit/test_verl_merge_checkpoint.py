@@ -167,3 +167,14 @@ def test_a_lora_checkpoint_without_its_alpha_is_refused(tmp_path, tiny_qwen25vl_
     err = capsys.readouterr().err
     assert "lora_alpha" in err and "lora_train_meta.json" in err
     assert not (tmp_path / "merged").exists() and not (tmp_path / "merged.merging").exists()
+
+
+def test_the_lora_merge_targets_exactly_the_modules_the_adapter_adapts():
+    """verl 0.9.1's merger writes target_modules as last name parts ("0" for `visual.merger.mlp.0`), which peft
+    matches against every `blocks.0`; the merge takes the module names from the adapter's tensors instead."""
+    tensors = {"base_model.model.model.visual.merger.mlp.0.lora_A.weight": 0,
+               "base_model.model.model.visual.merger.mlp.0.lora_B.weight": 0,
+               "base_model.model.model.language_model.layers.0.self_attn.q_proj.lora_A.weight": 0,
+               "base_model.model.lm_head.weight": 0}
+    assert merge_checkpoint.adapted_modules(tensors) == ["model.language_model.layers.0.self_attn.q_proj",
+                                                         "model.visual.merger.mlp.0"]

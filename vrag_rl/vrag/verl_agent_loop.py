@@ -45,7 +45,6 @@ from vrag_rl.training.verl_plugins.episode_loop import (
     task_from_row,
 )
 from vrag_rl.training.verl_plugins.reward import RECORD_KEY, episode_record
-from vrag_rl.vrag.prompts import Prompts
 from vrag_rl.vrag.rollout import run_one
 
 
@@ -85,7 +84,7 @@ class VRAGAgentLoop(EpisodeAgentLoop):
         search = self.search_client()
         try:
             trajectory = await run_one(task, int(kwargs.get("session_id") or 0), self.processor, generate, search,
-                                       settings.agent, Prompts(), seed=0, pages=PAGES)
+                                       settings.agent, settings.prompts, seed=0, pages=PAGES)
         finally:
             await search.aclose()
         result = trajectory.result
@@ -95,7 +94,7 @@ class VRAGAgentLoop(EpisodeAgentLoop):
                                          reference.reference_pages)
         mask = trajectory.loss_mask(pruned)
         response_ids, mask, logprobs, images = fit_response(trajectory, mask, self.image_token)
-        prompt_ids = list(trajectory.prompt_ids) or self.prompt_ids(Prompts().initial_messages(question))
+        prompt_ids = list(trajectory.prompt_ids) or self.prompt_ids(settings.prompts.initial_messages(question))
         empty = not response_ids
         if empty:  # no model token: one masked filler token, so verl's conversion has a response to hold the reward
             # (images stay those of the prompt, which fit_response counted)

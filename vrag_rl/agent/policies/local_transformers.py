@@ -15,12 +15,15 @@ Why the details:
   (`log_softmax(logits / T)`), the quantity verl's actor recomputes (it divides logits by the
   rollout temperature); top-p only decides which token is drawn.
 - Each call with a seed samples under `torch.random.fork_rng` with that seed, so a rollout is
-  reproducible whatever order concurrent episodes reach the model in; calls are serialised by a
-  lock and run in a worker thread, so the event loop keeps serving searches meanwhile.
+  reproducible whatever order concurrent episodes reach the model in; a call without a seed draws from
+  the process's generator and advances it (forking there would replay the same draws on every call, so
+  every sample of a group would be the same). Calls are serialised by a lock and run in a worker thread,
+  so the event loop keeps serving searches meanwhile.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import threading
 from typing import Any
@@ -98,7 +101,8 @@ class LocalTransformersGenerate:
                               f"{expected}: ids and images are out of step")
         inputs.update({k: v.to(self.device) for k, v in vision.items()})
         config = self._generation_config(sampling)
-        with self._lock, torch.inference_mode(), torch.random.fork_rng(devices=[]):
+        seeded = torch.random.fork_rng(devices=[]) if sampling.seed is not None else contextlib.nullcontext()
+        with self._lock, torch.inference_mode(), seeded:
             if sampling.seed is not None:
                 torch.manual_seed(sampling.seed)
             was_training = self.model.training

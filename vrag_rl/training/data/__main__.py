@@ -41,15 +41,20 @@ def convert(
     agent_name: str = AGENT_NAME,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="write the good rows and list the bad ones")] = False,
     allow_no_pages: AllowNoPages = False,
+    prompts: Annotated[Path | None, typer.Option(
+        help="JSON object of the VRAG agent's prompt fields (system, question, ...) the rows start from; the same "
+             "words as the run's vrag.prompts")] = None,
 ) -> None:
     """QA JSON/JSONL (upstream or the project's format) -> verl parquet."""
     def run() -> int:
+        words = load_prompts(prompts) if prompts else None
         rows: list = []
         skipped: list[str] = []
         for path in inputs:
             source = data_source or path.stem
             converted, report = convert_records(read_dataset_records(path), source, split, agent_name, skip_bad,
-                                                not allow_no_pages, source=str(path), start_index=len(rows))
+                                                not allow_no_pages, source=str(path), start_index=len(rows),
+                                                prompts=words)
             rows.extend(converted)
             skipped.extend(f"{path}: {e}" for e in report.skipped)
         write_parquet(rows, str(out))
@@ -72,6 +77,21 @@ def check(path: Path, allow_no_pages: AllowNoPages = False,
         return 0
 
     raise typer.Exit(_with_exit_codes(run))
+
+
+def load_prompts(path: Path):
+    """The VRAG agent's `Prompts` from a JSON object of its fields; an unknown field is a ValueError (exit 2)."""
+    import json
+
+    from vrag_rl.agent.plugins import agent_plugin
+
+    fields = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(fields, dict):
+        raise ValueError(f"{path}: a JSON object of prompt fields is expected")
+    try:
+        return agent_plugin("vrag").prompts_type(**fields)
+    except TypeError as exc:
+        raise ValueError(f"{path}: {exc}") from exc
 
 
 def _with_exit_codes(run: Callable[[], int]) -> int:

@@ -114,8 +114,11 @@ def example_to_row(example: EvalExample, index: int, data_source: str, split: st
 
 def convert_records(records: Iterable[Any], data_source: str, split: str = "train", agent_name: str = AGENT_NAME,
                     skip_bad: bool = False, require_pages: bool = True, source: str = "input",
-                    start_index: int = 0) -> tuple[list[dict[str, Any]], ConversionReport]:
+                    start_index: int = 0, prompts: Any | None = None) -> tuple[list[dict[str, Any]], ConversionReport]:
     """Raw records → verl rows. Every bad record is reported; none is dropped silently.
+
+    `prompts`: the VRAG agent's `Prompts` the rows start from (default: its defaults); a run that sets
+    `vrag.prompts` must convert with the same words, or the first turn would not match the rest.
 
     `require_pages`: the retrieval reward needs gold pages, so a training row without
     `reference_page` is an error unless this is False (e.g. an answer-only validation set).
@@ -134,7 +137,7 @@ def convert_records(records: Iterable[Any], data_source: str, split: str = "trai
                                  "pass require_pages=False / --allow-no-pages for answer-only data)")
             if example.uid in seen:
                 raise ValueError(f"example {i}: duplicate uid {example.uid!r} (also example {seen[example.uid]})")
-            row = example_to_row(example, start_index + len(rows), data_source, split, agent_name)
+            row = example_to_row(example, start_index + len(rows), data_source, split, agent_name, prompts)
         except ValueError as exc:
             errors.append(str(exc))
             continue

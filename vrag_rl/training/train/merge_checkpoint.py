@@ -117,6 +117,13 @@ def merge(actor_dir: Path, out: Path, overwrite: bool = False, verify: bool = Tr
     return out
 
 
+def adapted_modules(adapter_tensors: dict[str, Any]) -> list[str]:
+    """The module names (relative to the base model) that a peft adapter's tensors adapt, sorted."""
+    prefix = "base_model.model."
+    names = {key.split(".lora_", 1)[0] for key in adapter_tensors if ".lora_" in key}
+    return sorted(name[len(prefix):] if name.startswith(prefix) else name for name in names)
+
+
 def merge_lora_adapter(model_dir: Path, auto_class: Any) -> None:
     """Fold `model_dir/lora_adapter` into the weights of `model_dir` (peft's `merge_and_unload`), in place.
 
@@ -137,6 +144,11 @@ def merge_lora_adapter(model_dir: Path, auto_class: Any) -> None:
             "lora_train_meta.json, so verl's merger could not recover the scale, and merging would give back the base "
             "model. Write the run's values there, e.g. {\"r\": 64, \"lora_alpha\": 32, \"task_type\": \"CAUSAL_LM\"} "
             "(actor_rollout_ref.model.lora_rank / lora_alpha), and merge again")
+    # verl 0.9.1's merger writes target_modules as the last name part of each adapted module, so an adapted
+    # `visual.merger.mlp.0` becomes "0", which peft then matches against every `blocks.0` (a vision block, not a
+    # Linear) and refuses. The adapter's own tensors name every module it adapts: target exactly those.
+    adapter_config["target_modules"] = adapted_modules(load_file(adapter / "adapter_model.safetensors"))
+    (adapter / "adapter_config.json").write_text(json.dumps(adapter_config, indent=1))
     base = auto_class.from_pretrained(model_dir, dtype="auto")
     dtype = next(base.parameters()).dtype
     peft_model = PeftModel.from_pretrained(base.float(), adapter)

@@ -6,6 +6,9 @@ Importing it registers, in the importing process, the advantage estimator `ggpo`
 """
 from vrag_rl.agent.plugins import agent_plugins
 from vrag_rl.training.verl_plugins import advantage  # noqa: F401  (registers the `ggpo` estimator)
+from vrag_rl.training.verl_plugins.verl_fixes import apply_verl_fixes
 
 for _plugin in agent_plugins().values():
     _plugin.register_verl()
+
+apply_verl_fixes()  # verl 0.9.1 faults a real run hits on any device (verl_fixes.py)

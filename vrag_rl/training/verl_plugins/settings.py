@@ -21,7 +21,8 @@ from vrag_rl.training.algos.settings import ALGORITHMS, AlgorithmSettings, Algor
 
 __all__ = ["ALGORITHMS", "JudgeSettings", "PluginSettings", "PluginSettingsError", "SearchSettings", "plain_config",
            "build_reward_config", "plugin_settings"]
-_TOP_KEYS = {"algorithm", "score_in_loop", "search", "agent", "reward", "judge", "ggpo", "suppress_vision_tokens"}
+_TOP_KEYS = {"algorithm", "score_in_loop", "search", "agent", "prompts", "reward", "judge", "ggpo",
+             "suppress_vision_tokens"}
 _SEARCH_KEYS = {"url", "api_key", "timeout_s", "retries"}
 _JUDGE_KEYS = {"base_url", "model", "api_key_env", "max_retries", "timeout_s", "backoff_s", "max_tokens"}
 
@@ -56,6 +57,7 @@ class PluginSettings:
     algorithm_settings: AlgorithmSettings
     search: SearchSettings
     agent: Any  # the `vrag` agent plugin's config type (`AgentConfig`)
+    prompts: Any = None  # the `vrag` agent plugin's prompts type (`Prompts`); None: its defaults
     reward: dict[str, Any] = field(default_factory=dict)  # RewardConfig fields (without the judge)
     judge: JudgeSettings = field(default_factory=JudgeSettings)
     score_in_loop: bool = True  # the agent loop sets reward_score; False: verl's reward workers call reward.py
@@ -124,11 +126,15 @@ def plugin_settings(config: Any) -> PluginSettings:
     agent_fields = {f.name for f in dataclasses.fields(agent_config)}
     agent = dict(vrag.get("agent") or {})
     _unknown("agent", agent, agent_fields)
+    prompts_type = agent_plugin("vrag").prompts_type  # `vrag.prompts`: the words of every turn (the parquet's too)
+    prompts = dict(vrag.get("prompts") or {})
+    _unknown("prompts", prompts, {f.name for f in dataclasses.fields(prompts_type)})
     judge = dict(vrag.get("judge") or {})
     _unknown("judge", judge, _JUDGE_KEYS)
     try:
         settings = PluginSettings(algorithm_settings=algorithm, search=SearchSettings(**search),
-                                  agent=agent_config(**agent), reward=dict(vrag.get("reward") or {}),
+                                  agent=agent_config(**agent), prompts=prompts_type(**prompts),
+                                  reward=dict(vrag.get("reward") or {}),
                                   judge=JudgeSettings(**judge), score_in_loop=bool(vrag.get("score_in_loop", True)),
                                   suppress_vision_tokens=bool(vrag.get("suppress_vision_tokens", True)))
         settings.reward_config()  # validates the reward keys and weights now, not in the first rollout
