@@ -326,3 +326,20 @@ def test_gpu_smoke_dry_run_builds_its_data_and_index_and_composes_the_v1_run(tmp
     assert cfg["vrag"]["search"]["url"] == "http://127.0.0.1:8012"
     assert cfg["data"]["train_files"] == str(tmp_path / "smoke" / "data" / "train.parquet")
     assert cfg["trainer"]["default_local_dir"] == str(tmp_path / "smoke" / "checkpoints")
+
+
+def test_cpu_mode_needs_a_config_with_the_hf_rollout_and_no_gpu(env, tmp_path):
+    """TRAIN_DEVICE=cpu: no vLLM and no GPU are required, but the config must compose parts/cpu.yaml (rollout hf);
+    a GPU config (rollout vllm) is refused before anything starts."""
+    index = tmp_path / "index"
+    index.mkdir()
+    (index / "manifest.json").write_text("{}")
+    cpu = {**env, "VRAG_INDEX": str(index), "TRAIN_DEVICE": "cpu"}
+    proc = _run("train_grpo_qwen2_5_vl_7b.sh", [], cpu, timeout=180)
+    assert proc.returncode == 1 and not (tmp_path / "ckpt").exists()
+    failures = _failures(proc)
+    assert len(failures) == 1 and "rollout.name is 'vllm'" in failures[0] and "parts/cpu.yaml" in failures[0]
+    proc = _run("train_grpo_qwen2_5_vl_7b.sh", ["--dry-run", "actor_rollout_ref.rollout.name=hf"], cpu, timeout=180)
+    assert "ok: CPU mode" in proc.stdout and not _failures(proc)
+    proc = _run("train_grpo_qwen2_5_vl_7b.sh", [], {**cpu, "TRAIN_DEVICE": "tpu"}, timeout=60)
+    assert proc.returncode == 2 and "TRAIN_DEVICE must be cuda or cpu" in proc.stderr
