@@ -60,6 +60,8 @@ COVERAGE: dict[str, list[str]] = {
     "bash scripts/run_tests.sh": [".ci/run"],
     "bash scripts/gpu_smoke.sh": [
         "tests/unit/test_verl_train_scripts.py::test_gpu_smoke_dry_run_builds_its_data_and_index_and_composes_the_v1_run"],
+    "bash scripts/gpu_smoke.sh --cpu --out DIR": [
+        "tests/integration/test_verl_cpu_smoke.py::test_the_cpu_smoke_trains_resumes_merges_and_serves"],
     # ---- python blocks (by their first line of code)
     "python: from vrag_rl import VRAG": [RUN],
 }
