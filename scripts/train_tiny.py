@@ -29,7 +29,6 @@ GiGPO-style step credit (default `--algos grpo ggpo gigpo`).
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
@@ -92,31 +91,6 @@ def write_summary(summary: dict, runs: dict, args: TinyRun, out: Path, started: 
     return summary
 
 
-def build_index(out: Path) -> Path:
-    from search_engine.ingest import Ingestor
-    from search_engine.sample_corpus import generate_sample_corpus
-
-    index = out / "index"
-    if not (index / "manifest.json").exists():
-        corpus = generate_sample_corpus(out / "corpus", overwrite=True)
-        report = Ingestor(index, visual_model=None, text_model="minilm", progress=False).add(corpus.files)
-        if report.failed:
-            raise RuntimeError(f"ingestion failed: {report.failed}")
-    return index
-
-
-def prepare_sft(out: Path, search_url: str, episodes_per_question: int, seed: int) -> tuple[Path, dict]:
-    from testkit.tiny_task import collect_random_episodes
-    from vrag_rl.training.rewards import format_score
-    from vrag_rl.training.train.sft import write_sft_file
-
-    results = asyncio.run(collect_random_episodes(search_url, episodes_per_question, seed))
-    good = [r for r in results if r.status == "answered" and format_score(r.turn_records) == 1.0]
-    path = out / "sft" / "sft.json"
-    write_sft_file(good, path)
-    return path, {"episodes": len(results), "kept": len(good)}
-
-
 def run_config(algo: str, **overrides):
     from vrag_rl.training.train.config import load_config
 
@@ -138,14 +112,14 @@ def run_vimrag(args: TinyRun) -> dict:
     from search_engine.api import create_app
     from search_engine.engine import SearchEngine
     from testkit.loopback import LoopbackServer
+    from testkit.tiny_sft import build_tiny_index, sft_vimrag
     from testkit.tiny_task import write_tasks
-    from testkit.tiny_vimrag_task import build_vimrag_task_model, collect_scripted_trajectories
     from vrag_rl.training.train.config import load_config
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    server = LoopbackServer(create_app(engine=SearchEngine.load(build_index(out)))).start()
+    server = LoopbackServer(create_app(engine=SearchEngine.load(build_tiny_index(out)))).start()
 
     def config(algo: str, **overrides):
         return load_config(REPO / "configs" / "local" / f"tiny_vimrag_{algo}.yaml", tasks=str(tasks),
@@ -153,20 +127,11 @@ def run_vimrag(args: TinyRun) -> dict:
 
     try:
         tasks = write_tasks(out / "tasks.json")
-        sft_model = out / "model_sft"
         summary: dict = {"agent": "vimrag"}
-        if not (sft_model / "config.json").exists():
-            model = build_vimrag_task_model(out / "model_init", seed=args.seed)
-            sft_config = config("grpo", model=str(model), output_dir=str(out / "sft_run"), steps=0)
-            trainer = sft_config.plugin().load("trainer")(sft_config, progress=not args.no_progress)
-            scripted = asyncio.run(collect_scripted_trajectories(server.url, trainer.processor, args.sft_episodes,
-                                                                 args.seed))
-            turns = [s for t in scripted if t.result.status == "answered" for s in t.turns]
-            history = trainer.sft_on_turns(turns, epochs=args.sft_epochs or 12, lr=0.005, batch_size=8)
-            trainer.model.save_pretrained(sft_model)
-            trainer.processor.save_pretrained(sft_model)
-            summary["sft"] = {"episodes": len(scripted), "turns": len(turns), "loss_first": history[0]["loss"],
-                              "loss_last": history[-1]["loss"]}
+        sft_model, sft_stats = sft_vimrag(out, server.url, seed=args.seed, episodes_per_question=args.sft_episodes,
+                                          epochs=args.sft_epochs, progress=not args.no_progress)
+        if sft_stats:
+            summary["sft"] = sft_stats
         summary["sft_s"] = round(time.perf_counter() - started, 1)
         runs = {}
         for algo in args.algos:
@@ -229,30 +194,17 @@ def run_vrag(args: TinyRun) -> dict:
     from search_engine.engine import SearchEngine
     from testkit.loopback import LoopbackServer
     from testkit.tiny_probe import probe_choices, write_probe
-    from testkit.tiny_task import build_task_model, write_tasks
+    from testkit.tiny_sft import build_tiny_index, sft_vrag
+    from testkit.tiny_task import write_tasks
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    server = LoopbackServer(create_app(engine=SearchEngine.load(build_index(out)))).start()
+    server = LoopbackServer(create_app(engine=SearchEngine.load(build_tiny_index(out)))).start()
     try:
         tasks = write_tasks(out / "tasks.json")
-        model = build_task_model(out / "model_init", seed=args.seed)
-        sft_path, sft_stats = prepare_sft(out, server.url, args.sft_episodes, args.seed)
-        # one SFT warm start, shared by both RL runs
-        sft_overrides = {"epochs": args.sft_epochs} if args.sft_epochs else {}
-        base = run_config("grpo", model=str(model), tasks=str(tasks), output_dir=str(out / "sft_run"),
-                          search_url=server.url, steps=0, seed=args.seed)
-        base.sft.data = str(sft_path)
-        for key, value in sft_overrides.items():
-            setattr(base.sft, key, value)
-        sft_model = out / "model_sft"
-        if not (sft_model / "config.json").exists():
-            trainer = base.plugin().load("trainer")(base, progress=not args.no_progress)
-            sft_history = trainer.run_sft()
-            trainer.model.save_pretrained(sft_model)
-            trainer.processor.save_pretrained(sft_model)
-            sft_stats["loss_first"], sft_stats["loss_last"] = sft_history[0]["loss"], sft_history[-1]["loss"]
+        sft_model, sft_stats = sft_vrag(out, server.url, seed=args.seed, episodes_per_question=args.sft_episodes,
+                                        epochs=args.sft_epochs, progress=not args.no_progress)
         sft_s = time.perf_counter() - started
         runs: dict = {}
         summary: dict = {"sft": sft_stats, "sft_s": round(sft_s, 1)}
