@@ -17,6 +17,7 @@
 # trainer, each saved and resumed for a 3rd step; one LoRA GRPO step; both GRPO checkpoints (full, LoRA) merged to
 # Hugging Face folders, served with `vrag-policy serve --backend transformers` and evaluated with `vrag-eval` on 3
 # sample questions; DIR/summary.json holds the verdict (scripts/cpu_smoke.py summarize; exit 1 names what failed).
+# TRAIN_DEVICE=cuda with --cpu runs the same tiny runs on a GPU (no vLLM needed: the hf rollout on the GPU).
 VRAG_CONFIG_DEFAULT=smoke_grpo_qwen2_5_vl_3b_1gpu
 MODEL_PATH_DEFAULT=Qwen/Qwen2.5-VL-3B-Instruct
 N_GPUS_DEFAULT=1
@@ -127,8 +128,13 @@ _smoke_cpu_merge_eval() {
 _smoke_cpu() {
   local python started=$SECONDS
   python="$(_smoke_python)"
-  export TRAIN_DEVICE=cpu
-  echo "[smoke] CPU mode: verl's own trainer on this machine's CPU, everything under $SMOKE_DIR"
+  export TRAIN_DEVICE="${TRAIN_DEVICE:-cpu}"
+  if [[ "$TRAIN_DEVICE" == cuda ]]; then  # the same tiny runs on a GPU: FSDP2 on NCCL, the hf rollout on the GPU
+    set -- trainer.device=cuda "$@"
+    echo "[smoke] tiny runs on the GPU (TRAIN_DEVICE=cuda, rollout hf), everything under $SMOKE_DIR"
+  else
+    echo "[smoke] CPU mode: verl's own trainer on this machine's CPU, everything under $SMOKE_DIR"
+  fi
   "$python" "$REPO_ROOT/scripts/cpu_smoke.py" prepare "$SMOKE_DIR" || return 1
   export VRAG_INDEX="$SMOKE_DIR/index" CKPT_DIR="$SMOKE_DIR"
   _vrag_defaults

@@ -170,8 +170,10 @@ _vrag_checks() {
   _fail() { echo "[check] FAIL: $1" >&2; failures=$((failures + 1)); }
   _ok() { echo "[check] ok: $1"; }
   local needed="verl vrag_rl hydra ray" missing
-  if [[ "$mode" == run && "$TRAIN_DEVICE" == cpu ]]; then needed="$needed transfer_queue"
-  elif [[ "$mode" == run ]]; then needed="$needed vllm transfer_queue"; fi
+  ROLLOUT_BACKEND="$(_config_rollout)"
+  if [[ "$mode" == run ]]; then  # vLLM only where the config's rollout backend is vLLM (hf: the transformers one)
+    needed="$needed transfer_queue"; [[ "$ROLLOUT_BACKEND" == vllm ]] && needed="$needed vllm"
+  fi
   missing=$("$PYTHON" -c 'import importlib.util as u, sys; print(" ".join(m for m in sys.argv[1:] if u.find_spec(m) is None))' $needed 2>&1) \
     || missing="(python '$PYTHON' does not run: $missing)"
   if [[ -z "$missing" ]]; then _ok "python environment ($PYTHON)"; else
@@ -214,8 +216,7 @@ _vrag_checks() {
     echo "[check] note: VRAG_JUDGE_URL is set but VRAG_JUDGE_API_KEY is empty (fine for a local judge without a key)"
   fi
   if [[ "$TRAIN_DEVICE" == cpu ]]; then
-    local rollout
-    rollout="$(_config_rollout)"
+    local rollout="$ROLLOUT_BACKEND"
     if [[ "$rollout" == hf ]]; then
       _ok "CPU mode: verl's platform 'cpu' (gloo), rollout backend hf, N_GPUS=$N_GPUS logical GPU(s) for Ray's placement"
     else
@@ -242,10 +243,15 @@ EOF
 }
 
 # TRAIN_DEVICE=cpu: the environment that puts verl (and every Ray worker it starts) on the CPU platform
-# (vrag_rl/training/verl_plugins/cpu: VERL_PLATFORM, VERL_ENGINE_DEVICE, VERL_USE_EXTERNAL_MODULES).
+# (vrag_rl/training/verl_plugins/cpu: VERL_PLATFORM, VERL_ENGINE_DEVICE, VERL_USE_EXTERNAL_MODULES). On a GPU, a
+# config with the transformers rollout backend (hf) needs only the module that registers it.
 _cpu_environment() {
-  [[ "$TRAIN_DEVICE" == cpu ]] || return 0
   local line
+  if [[ "$TRAIN_DEVICE" != cpu ]]; then
+    [[ "${ROLLOUT_BACKEND:-}" == hf ]] || return 0
+    export VERL_USE_EXTERNAL_MODULES="$("$PYTHON" -c 'from vrag_rl.training.verl_plugins.cpu import REGISTER_MODULE as m; print(m)')"
+    return 0
+  fi
   while IFS= read -r line; do export "${line?}"; done < <("$PYTHON" -c 'from vrag_rl.training.verl_plugins.cpu import cpu_environment as e
 for k, v in e().items(): print(f"{k}={v}")')
   export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}" TOKENIZERS_PARALLELISM="${TOKENIZERS_PARALLELISM:-false}"
