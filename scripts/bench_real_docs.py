@@ -15,6 +15,14 @@ JSON file. A benchmark, not a test: it prints numbers and asserts nothing.
     python scripts/bench_real_docs.py --sample-corpus                  # the bundled sample corpus's questions
     python scripts/bench_real_docs.py --docs DIR --ingest-only         # pages/s and peak RSS only
     python scripts/bench_real_docs.py --policy-url http://127.0.0.1:8001/v1 --model Qwen/Qwen2.5-VL-7B-Instruct
+    python scripts/bench_real_docs.py --world                          # world set: both halves apart
+
+`--world` measures the world development set (scripts/devset/README.md): the 36 third-party PDFs of the
+pool beside the checkout (`../shared/data/dev_docs/pdfs`, or VRAG_DEV_POOL / --pool) and the Debian
+documents (--docs, default the fetch_dev_docs.py cache), asked `world_dev.jsonl` and
+`world_held_back.jsonl`; every table is printed for the development half and the held-back half apart
+(the `split` field of each question). When a folder or a file the questions name is absent it says
+which and stops (exit status 2) without measuring anything.
 
 Question files: upstream's `rag_dataset.json` layout, a JSON list or JSONL (`vrag_rl.scoring.qa_dataset`),
 with optional `content_type` (text / table / chart / figure) and `language` fields per question.
@@ -43,6 +51,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 DEFAULT_DOCS = Path("~/.cache/vrag/dev_docs").expanduser()
 DEFAULT_QUESTIONS = REPO / "scripts" / "devset" / "real_docs_dev.jsonl"
+# The world development set: a pool of third-party PDFs kept beside the checkout + the Debian documents.
+DEFAULT_POOL = REPO.parent / "shared" / "data" / "dev_docs" / "pdfs"
+WORLD_QUESTIONS = tuple(REPO / "scripts" / "devset" / f"world_{half}.jsonl" for half in ("dev", "held_back"))
 
 
 # ------------------------------------------------------------------------------------------ ingestion
@@ -256,7 +267,39 @@ def new_result(example: Any) -> QuestionResult:
                           language=str(example.meta.get("language") or "unlabelled"),
                           reference_page_ids=pages,
                           reference_answer=[refs] if isinstance(refs, str) else list(refs),
-                          document=str(example.meta.get("doc") or (pages[0].rsplit("_", 1)[0] if pages else "")))
+                          document=str(example.meta.get("doc") or (pages[0].rsplit("_", 1)[0] if pages else "")),
+                          half=half_of(example.meta.get("split")))
+
+
+def half_of(split: Any) -> str:
+    """A question file's `split` field ("dev" / "held_back", as the world set writes it) as the half the
+    tables print; "" when the question has none."""
+    value = str(split or "").strip().lower().replace("_", "-")
+    if not value:
+        return ""
+    return "held-back" if value == "held-back" else "development" if value in ("dev", "development") else value
+
+
+def world_absent(pool: Path, debian: Path, question_files: Sequence[Path], check_files: bool = True) -> list[str]:
+    """What the world set needs and this machine lacks: the two folders, the question files, and (when
+    `check_files`) each PDF the questions name in neither folder. Empty when the set can run."""
+    absent = []
+    if not pool.is_dir():
+        absent.append(f"the pool of third-party PDFs {pool} (../shared/data/dev_docs/pdfs beside the checkout; "
+                      "set VRAG_DEV_POOL or --pool)")
+    if not debian.is_dir():
+        absent.append(f"the Debian documents {debian} (run scripts/fetch_dev_docs.py, or name them with --docs)")
+    missing_questions = [str(p) for p in question_files if not Path(p).exists()]
+    absent += [f"the question file {p}" for p in missing_questions]
+    if absent or not check_files:
+        return absent
+    from vrag_rl.scoring.qa_dataset import read_dataset_records
+
+    named = {str((row.get("meta_info") or {}).get("file_name") or "") for path in question_files
+             for row in read_dataset_records(Path(path)) if isinstance(row, dict)} - {""}
+    present = {p.name for folder in (pool, debian) for p in folder.iterdir()}
+    absent += [f"{name} (named by the questions; in neither {pool} nor {debian})" for name in sorted(named - present)]
+    return absent
 
 
 def git_commit() -> str:
@@ -296,6 +339,8 @@ class BenchSettings:
     verbose: bool
     held_back_docs: str
     out: Path | None
+    world: bool = False
+    pool: Path | None = None
 
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
@@ -343,6 +388,12 @@ def bench(
              "(development) apart, per content type, to show whether a change generalises")] = "",
     out: Annotated[Path | None, typer.Option(
         help="JSON report (default runs/bench_real_docs/<questions stem>.json)")] = None,
+    world: Annotated[bool, typer.Option(
+        "--world", help="the world development set: the pool (--pool) and the Debian documents (--docs), "
+                        "scripts/devset/world_*.jsonl, development and held-back halves apart")] = False,
+    pool: Annotated[Path | None, typer.Option(
+        help=f"with --world: the pool of third-party PDFs [VRAG_DEV_POOL; default {DEFAULT_POOL}]",
+        show_default=False)] = None,
 ) -> None:
     """Ingest, ask, score; the exit status is `run`'s."""
     env = os.environ.get
@@ -353,7 +404,8 @@ def bench(
         model=model if model is not None else env("VRAG_MODEL"),
         api_key=api_key if api_key is not None else env("VRAG_API_KEY") or env("OPENAI_API_KEY"),
         policy_backend=policy_backend, max_turns=max_turns, concurrency=concurrency,
-        episode_timeout=episode_timeout, limit=limit, verbose=verbose, held_back_docs=held_back_docs, out=out)
+        episode_timeout=episode_timeout, limit=limit, verbose=verbose, held_back_docs=held_back_docs, out=out,
+        world=world, pool=pool if pool is not None else (Path(env("VRAG_DEV_POOL")) if env("VRAG_DEV_POOL") else None))
     raise typer.Exit(run(settings))
 
 
@@ -372,6 +424,17 @@ def run(args: BenchSettings) -> int:
         questions = questions or Path(corpus.dataset_path)
     docs = (docs or DEFAULT_DOCS).expanduser()
     questions = questions or DEFAULT_QUESTIONS
+    inputs = [docs]
+    question_files = [questions]
+    if args.world:
+        pool = (args.pool or DEFAULT_POOL).expanduser()
+        inputs = [pool, docs]
+        question_files = [args.questions] if args.questions else list(WORLD_QUESTIONS)
+        questions = Path("world.jsonl") if not args.questions else args.questions  # names the default report
+        absent = world_absent(pool, docs, question_files, check_files=not args.reuse_index)
+        if absent:
+            print("bench_real_docs: world set skipped, absent:\n  " + "\n  ".join(absent), file=sys.stderr)
+            return 2
     if not args.reuse_index and not docs.exists():
         hint = " (run scripts/fetch_dev_docs.py first)" if docs == DEFAULT_DOCS else ""
         print(f"bench_real_docs: no documents at {docs}{hint}", file=sys.stderr)
@@ -383,7 +446,7 @@ def run(args: BenchSettings) -> int:
     examples: list[Any] = []
     if not args.ingest_only:
         try:
-            examples = load_questions(questions)
+            examples = [ex for path in question_files for ex in load_questions(path)]
         except (OSError, ValueError) as exc:
             print(f"bench_real_docs: {exc}", file=sys.stderr)
             return 2
@@ -392,7 +455,8 @@ def run(args: BenchSettings) -> int:
 
     work_dir = Path(tempfile.mkdtemp(prefix="bench_real_docs_"))
     index = args.index or work_dir / "index"
-    report: dict[str, Any] = {"commit": git_commit(), "docs": str(docs), "questions": str(questions),
+    report: dict[str, Any] = {"commit": git_commit(), "docs": ", ".join(str(p) for p in inputs),
+                              "questions": ", ".join(str(p) for p in question_files),
                               "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                               "cpu_count": os.cpu_count(), "load_average_at_start": os.getloadavg()}
     try:
@@ -401,7 +465,7 @@ def run(args: BenchSettings) -> int:
                 print(f"bench_real_docs: {index} is not empty: remove it, or measure it as it is with "
                       "--reuse-index", file=sys.stderr)
                 return 2
-            stats = measure_ingestion([docs], index, text_model=text_model, visual_model=visual_model,
+            stats = measure_ingestion(inputs, index, text_model=text_model, visual_model=visual_model,
                                       ocr_lang=args.ocr_lang)
             report["ingestion"] = asdict(stats)
             print(f"ingestion: {stats.pages} pages of {stats.documents} documents in {stats.seconds_ingest:.1f} s "
@@ -440,33 +504,44 @@ def run(args: BenchSettings) -> int:
 def _finish(report: dict[str, Any], args: BenchSettings, questions: Path,
             results: list[QuestionResult] | None) -> int:
     if results is not None:
+        held_back = {d.strip() for d in args.held_back_docs.split(",") if d.strip()}
+        for r in results:
+            r.half = ("held-back" if r.document in held_back else "development") if held_back else r.half
+        halves = held_back or any(r.half for r in results)
+        # A question file's held-back half (the world set's) is measured, never shown: no question, answer or
+        # prediction of it is printed or written, so nobody develops the reader looking at it.
+        shown = [r for r in results if held_back or r.half != "held-back"]
         if args.verbose:
-            for r in results:
+            for r in shown:
                 verdict = ("OK " if r.contains else "NF " if r.not_found else "BAD" if r.contains is not None
                            else "-  ")
                 print(f"{verdict} {r.uid} [{r.content_type}/{r.language}] rank={r.rank} region={r.best_region_holds} "
                       f"answer={(r.prediction or '')[:80]!r} reference={r.reference_answer[0]!r}")
-        held_back = {d.strip() for d in args.held_back_docs.split(",") if d.strip()}
-        for r in results:
-            r.half = ("held-back" if r.document in held_back else "development") if held_back else ""
         report["by_content_type"] = summarize(results, "content_type")
         report["by_language"] = summarize(results, "language")
         report["by_document"] = summarize(results, "document")
-        report["questions_detail"] = [asdict(r) for r in results]
+        report["questions_detail"] = [asdict(r) for r in shown]
+        if len(shown) < len(results):
+            report["held_back_detail_withheld"] = len(results) - len(shown)
+            print(f"\n({len(results) - len(shown)} held-back questions measured; their details are not shown)")
         print()
         print(format_table(report["by_content_type"]))
         print()
         print(format_table(report["by_language"], title="language"))
         print()
         print(format_table(report["by_document"], title="document"))
-        if held_back:
-            report["held_back_docs"] = sorted(held_back)
+        if halves:
+            report["held_back_docs"] = sorted(held_back or {r.document for r in results if r.half == "held-back"})
             report["by_half"] = summarize(results, "half")
+            print()
+            print(format_table(report["by_half"], title="half"))
             for half in ("development", "held-back"):
                 rows = [r for r in results if r.half == half]
                 report[f"{half}_by_content_type"] = summarize(rows, "content_type")
+                report[f"{half}_by_language"] = summarize(rows, "language")
                 print(f"\n{half} half ({len(rows)} questions)")
                 print(format_table(report[f"{half}_by_content_type"]))
+                print(format_table(report[f"{half}_by_language"], title="language"))
     report["load_average_at_end"] = os.getloadavg()  # timings on a shared machine mean little when this is high
     out = args.out or REPO / "runs" / "bench_real_docs" / f"{Path(questions).stem}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -105,7 +105,7 @@ def test_summary_per_type_counts_not_found_apart_from_wrong():
     assert table["text"]["recall@1"] == 0.5 and table["text"]["recall@5"] == 1.0
     assert table["table"]["recall@5"] == 0.5
     assert table["overall"]["contains"] == 0.5 and table["overall"]["em"] == 0.25
-    assert table["overall"]["not_found"] == 1 and table["overall"]["wrong"] == 1
+    assert table["overall"]["not_found"] == 1 and table["overall"]["wrong"] == 1 and table["overall"]["right"] == 2
     assert table["overall"]["agent_page"] == 0.5  # the agent looked at the reference page in 2 of 4
     assert table["overall"]["region_best"] is None  # no regions anywhere: n/a, not 0
     text = format_table(table)
@@ -163,3 +163,101 @@ def test_plumbing_on_a_generated_pdf(tmp_path):
     proc = _bench_real_docs("--docs", str(docs), "--questions", str(questions), "--index", str(tmp_path / "index"),
                             "--no-e2e", "--out", str(out))
     assert proc.returncode == 2, proc.stderr[-2000:]
+
+
+def _bench_module():
+    """scripts/bench_real_docs.py imported (its helpers, not its command line)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_real_docs_under_test", REPO / "scripts" / "bench_real_docs.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_world_question_files_follow_the_split():
+    """scripts/devset/world_*.jsonl: every question's document, half, genre and page id agree with split.json."""
+    from search_engine.corpus import doc_id_for
+
+    devset = REPO / "scripts" / "devset"
+    split = json.loads((devset / "split.json").read_text())
+    docs = {d["file_name"]: d for d in split["documents"]}
+    assert {d["split"] for d in docs.values()} == {"dev", "held_back"}
+    uids = set()
+    for half in ("dev", "held_back"):
+        rows = [json.loads(line) for line in (devset / f"world_{half}.jsonl").read_text().splitlines() if line]
+        assert rows
+        for row in rows:
+            doc = docs[row["meta_info"]["file_name"]]
+            assert row["split"] == doc["split"] == half and row["genre"] == doc["genre"], row["uid"]
+            assert row["page"] == row["meta_info"]["reference_page"] >= 1
+            assert row["page_id"] == f"{doc_id_for(row['meta_info']['file_name'])}_{row['page']}"
+            assert row["content_type"] in ("text", "table", "chart", "figure") and row["language"]
+            assert row["reference_answer"] == [row["answer"], *row["answer_variants"]]
+            assert row["uid"] not in uids
+            uids.add(row["uid"])
+
+
+def test_world_halves_come_from_the_split_field_and_absences_are_named(tmp_path):
+    bench = _bench_module()
+    assert bench.half_of("dev") == "development" and bench.half_of("held_back") == "held-back"
+    assert bench.half_of(None) == "" and bench.half_of("") == ""
+
+    pool, debian, questions = tmp_path / "pool", tmp_path / "debian", tmp_path / "q.jsonl"
+    absent = bench.world_absent(pool, debian, [questions])
+    assert len(absent) == 3 and str(pool) in absent[0] and "VRAG_DEV_POOL" in absent[0]
+    assert "fetch_dev_docs" in absent[1] and str(questions) in absent[2]
+    pool.mkdir(), debian.mkdir()
+    (pool / "a.pdf").write_bytes(b"%PDF-1.4")
+    questions.write_text(json.dumps({"query": "q", "reference_answer": "x",
+                                     "meta_info": {"file_name": "a.pdf", "reference_page": 1}}) + "\n"
+                         + json.dumps({"query": "q", "reference_answer": "x",
+                                       "meta_info": {"file_name": "b.pdf", "reference_page": 1}}) + "\n")
+    absent = bench.world_absent(pool, debian, [questions])
+    assert len(absent) == 1 and absent[0].startswith("b.pdf")
+    assert bench.world_absent(pool, debian, [questions], check_files=False) == []
+
+
+def test_world_set_without_its_pool_stops_and_names_it(tmp_path):
+    proc = _bench_real_docs("--world", "--pool", str(tmp_path / "no_pool"), "--docs", str(tmp_path), "--no-e2e",
+                            "--out", str(tmp_path / "r.json"))
+    assert proc.returncode == 2
+    assert "skipped" in proc.stderr and str(tmp_path / "no_pool") in proc.stderr
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_world_plumbing_reports_both_halves_and_withholds_held_back_details(tmp_path):
+    """--world ingests the pool and the Debian folder together and prints every table per half; the held-back
+    half's questions are counted in the tables but not written out one by one."""
+    import pymupdf
+
+    pool, debian = tmp_path / "pool", tmp_path / "debian"
+    for folder, name, text in [(pool, "tomatoes.pdf", "Greenhouse report. The tomato yield was 812 kilograms."),
+                               (debian, "bikes.pdf", "Bicycle manual. Inflate the tyres to a pressure of 65 psi.")]:
+        folder.mkdir()
+        with pymupdf.open() as pdf:
+            pdf.new_page().insert_textbox(pymupdf.Rect(72, 72, 520, 300), text, fontsize=14)
+            pdf.save(folder / name)
+    questions = tmp_path / "world.jsonl"
+    rows = [{"uid": "d1", "query": "How many kilograms of tomatoes did the greenhouse yield?",
+             "reference_answer": ["812"], "meta_info": {"file_name": "tomatoes.pdf", "reference_page": 1},
+             "content_type": "text", "language": "en", "split": "dev"},
+            {"uid": "h1", "query": "What tyre pressure does the bicycle manual recommend?",
+             "reference_answer": ["65 psi"], "meta_info": {"file_name": "bikes.pdf", "reference_page": 1},
+             "content_type": "table", "language": "en", "split": "held_back"}]
+    questions.write_text("\n".join(json.dumps(r) for r in rows))
+    out = tmp_path / "report.json"
+    proc = _bench_real_docs("--world", "--pool", str(pool), "--docs", str(debian), "--questions", str(questions),
+                            "--index", str(tmp_path / "index"), "--no-e2e", "--ocr-lang", "eng", "--verbose",
+                            "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert report["ingestion"]["documents"] == 2 and report["ingestion"]["pages"] == 2
+    assert list(report["by_half"]) == ["development", "held-back", "overall"]
+    for half in ("development", "held-back"):
+        assert report[f"{half}_by_content_type"]["overall"]["n"] == 1
+        assert report[f"{half}_by_language"]["en"]["recall@1"] == 1.0
+    assert report["held_back_docs"] == ["bikes"]
+    assert [d["uid"] for d in report["questions_detail"]] == ["d1"] and report["held_back_detail_withheld"] == 1
+    assert " d1 " in proc.stdout and " h1 " not in proc.stdout and "65 psi" not in proc.stdout

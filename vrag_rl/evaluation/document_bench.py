@@ -69,7 +69,7 @@ class QuestionResult:
     reference_page_ids: list[str]
     reference_answer: list[str]
     document: str = ""  # the reference page's document id (for per-document and held-back-half tables)
-    half: str = ""  # "held-back" or "development" with --held-back-docs, else ""
+    half: str = ""  # "held-back" / "development": --held-back-docs, or the question's `split` field; else ""
     retrieved_page_ids: list[str] = field(default_factory=list)
     rank: int | None = None  # 1-based rank of the first reference page in the top-k, None when absent
     regions_returned: bool = False  # did the index return any region with the hit of the right page
@@ -143,7 +143,7 @@ def _mean(values: Iterable[float | None]) -> float | None:
 
 def summarize(results: Sequence[QuestionResult], key: str = "content_type") -> dict[str, dict[str, Any]]:
     """Per group (content type or language) and overall: recall@1/@5, region containment, contains/EM,
-    not-found and wrong counts. A region score is None ("n/a") when the index returned no regions."""
+    right (contains), not-found and wrong counts. A region score is None ("n/a") when the index returned no regions."""
     groups: dict[str, list[QuestionResult]] = {}
     for r in results:
         groups.setdefault(getattr(r, key) or "unlabelled", []).append(r)
@@ -174,6 +174,7 @@ def _group_stats(rows: Sequence[QuestionResult]) -> dict[str, Any]:
         if answered else None,
         "contains": _mean(r.contains for r in answered) if answered else None,
         "em": _mean(r.em for r in answered) if answered else None,
+        "right": sum(1 for r in answered if r.contains) if answered else None,
         "not_found": sum(1 for r in answered if r.not_found and not r.contains) if answered else None,
         "wrong": sum(1 for r in answered if not r.contains and not r.not_found and r.error is None)
         if answered else None,
@@ -185,13 +186,13 @@ def format_table(table: dict[str, dict[str, Any]], title: str = "content type") 
     """A fixed-width text table of `summarize`'s output (percentages; n/a where not measured)."""
     columns = [("n", "n"), ("recall@1", "R@1"), ("recall@5", "R@5"), ("region_best", "region"),
                ("region_any", "any-reg"), ("region_snippet", "reg-snip"), ("agent_page", "agent-pg"),
-               ("contains", "contains"), ("em", "EM"), ("not_found", "not-found"),
+               ("contains", "contains"), ("em", "EM"), ("right", "right"), ("not_found", "not-found"),
                ("wrong", "wrong"), ("errors", "errors")]
 
     def cell(key: str, value: Any) -> str:
         if value is None:
             return "n/a"
-        if key in ("n", "not_found", "wrong", "errors"):
+        if key in ("n", "right", "not_found", "wrong", "errors"):
             return str(value)
         return f"{100 * value:.1f}"
 
