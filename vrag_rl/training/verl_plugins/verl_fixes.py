@@ -97,7 +97,7 @@ def fix_equal_length_position_ids() -> None:
     for name in _POSITION_FIX_USERS:
         module = sys.modules.get(name)
         if module is not None and getattr(module, "maybe_fix_3d_position_ids", None) is original:
-            module.maybe_fix_3d_position_ids = fix_position_ids_layout
+            setattr(module, "maybe_fix_3d_position_ids", fix_position_ids_layout)  # noqa: B010  (any of those modules)
     APPLIED.append("verl.utils.tensordict_utils.maybe_fix_3d_position_ids: rows of equal length")
 
 

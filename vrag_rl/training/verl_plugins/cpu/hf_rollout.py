@@ -72,7 +72,8 @@ class HFRolloutServer:
         path = model_config.local_path if getattr(model_config, "local_path", None) else model_config.path
         self.device = device
         dtype = torch.float32 if device == "cpu" else torch.bfloat16
-        self.model = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype).to(device).eval()
+        model: Any = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype)
+        self.model = model.to(device).eval()
         self.processor = AutoProcessor.from_pretrained(path)
         self.generator = LocalTransformersGenerate(self.model, self.processor, device=device)
         self.max_model_len = int(getattr(config, "max_model_len", None) or
@@ -166,7 +167,7 @@ class HFReplica(RolloutReplica):
             env = {var: "1" for var in get_platform().ray_noset_envvars()}
             env[get_platform().visible_devices_envvar()] = str(accelerator)
         name = server_name(self.replica_rank, 0, self.name_suffix)
-        server = ray.remote(HFRolloutServer).options(
+        server: Any = ray.remote(HFRolloutServer).options(
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False),
             runtime_env={"env_vars": env}, name=name, max_concurrency=self.max_concurrency, num_cpus=0,
         ).remote(config=self.config, model_config=self.model_config, replica_rank=self.replica_rank,
@@ -202,8 +203,8 @@ class HFServerAdapter(BaseRollout):
         return None
 
     @torch.no_grad()
-    async def update_weights(self, weights: Any, global_steps: int | None = None, wire_format: str = "named_tensors",
-                             peft_config: Any = None, **kwargs: Any) -> None:
+    async def update_weights(self, weights: Any, wire_format: str = "named_tensors",
+                             global_steps: int | None = None, peft_config: Any = None, **kwargs: Any) -> None:
         """Every rank walks the generator (FSDP gathers collectively); rank 0 sends the full tensors."""
         if wire_format != "named_tensors":
             raise ValueError(f"the hf rollout backend takes wire_format='named_tensors', not {wire_format!r}")
