@@ -42,6 +42,7 @@ def _tree_rss(pid: int) -> int:
     return total
 
 
+@pytest.mark.slow
 def test_the_cpu_smoke_trains_resumes_merges_and_serves(tmp_path):
     out = tmp_path / "smoke"
     env = {**os.environ, "SEARCH_PORT": "8722", "POLICY_PORT": "8723"}
