@@ -2,8 +2,8 @@
 # Install everything into .venv at the repository root.
 #   bash scripts/install.sh            # runtime + demo (Streamlit)
 #   bash scripts/install.sh --test     # also the browser-test packages (chromium, chromium-driver)
-# System packages (Debian/Ubuntu): poppler-utils (pdftoppm), tesseract-ocr with English and Simplified
-# Chinese (OCR of scanned pages; add other tesseract-ocr-LANG packs for other scripts).
+# System packages (Debian/Ubuntu): poppler-utils (pdftoppm), tesseract-ocr with English, Simplified Chinese,
+# Japanese and Korean (OCR of scanned pages, each read in its script's pack; add tesseract-ocr-LANG for others).
 # A CUDA machine: install your CUDA torch into .venv first; torch==2.13.0 from PyPI is a CUDA build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +14,8 @@ case "$MODE" in
   -h|--help|help) sed -n '2,7p' "$0"; exit 0 ;;
   *) echo "[install] unknown option '$MODE' (known: --test)" >&2; exit 2 ;;
 esac
-APT_PACKAGES=(poppler-utils tesseract-ocr tesseract-ocr-eng tesseract-ocr-chi-sim)
+APT_PACKAGES=(poppler-utils tesseract-ocr tesseract-ocr-eng tesseract-ocr-chi-sim tesseract-ocr-jpn
+              tesseract-ocr-kor)
 if [[ "$MODE" == "--test" ]]; then
   APT_PACKAGES+=(chromium chromium-driver)
 fi

@@ -52,8 +52,8 @@ def ingest(
     dpi: Annotated[int, typer.Option(min=36, max=600)] = 144,
     ocr: Annotated[bool, typer.Option(help="OCR pages without a text layer")] = True,
     ocr_lang: Annotated[str | None, typer.Option(
-        help="tesseract languages, e.g. 'chi_sim+eng'; default env VRAG_OCR_LANG, else 'auto' (English, then "
-             "the installed CJK packs when English reads poorly)")] = None,
+        help="tesseract languages, e.g. 'chi_sim+eng'; default env VRAG_OCR_LANG, else 'auto' (per page: English, "
+             "or where English reads poorly the packs of the script tesseract detects, plus English)")] = None,
     ocr_figures: Annotated[bool, typer.Option(
         help="OCR the pictures of text-layer pages (a raster chart's labels; at most 3 a page)")] = True,
     segment_seconds: Annotated[float, typer.Option(min=0.5, help="videos: seconds per retrieved segment")] = 10.0,
@@ -65,7 +65,9 @@ def ingest(
     """Add documents to an index (creating it); unchanged files are skipped, changed ones re-ingested.
 
     One page never stops the run: a page step that fails (render, text layer, OCR, layout, tables, figures,
-    figure OCR, embedding) degrades that page only, and the page is listed at the end with its reason
+    figure OCR, embedding) degrades that page only, and the page is listed at the end with its reason; so is a
+    page whose text layer is unusable (garbled glyphs, a hidden layer that does not match it: read by OCR
+    instead) or whose script has no installed OCR pack
     (`vrag-search report` lists them again later). Exit 1 when a document was skipped or a page could not be
     rendered (it is not indexed), 2 when the run stopped (a missing tool, a full disk, a broken embedder)."""
     from search_engine.ingest import Ingestor

@@ -7,14 +7,13 @@ text-layer page that carry no text of their own (`layout.figures.unread_figures`
 makes the lines it reads the figures' labels and text (`layout.figures.add_figure_reading`), so the
 region search and the chart reader see a raster chart as they see a vector one.
 
-Cost is bounded: at most `MAX_FIGURES_READ` crops a page, each read once in one language (the page's
-script decides between English and Chinese when the language is "auto", instead of the up-to-five passes
-that "auto" tries on a whole page). Lines Tesseract is unsure of (photographs read as letters) are dropped.
+Cost is bounded: at most `MAX_FIGURES_READ` crops a page, each read once in one language (the script of the
+page's text decides when the language is "auto": `ocr_languages`, instead of the detection and extra passes
+that "auto" may take on a whole page). Lines Tesseract is unsure of (photographs read as letters) are dropped.
 """
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 
 from PIL import Image
@@ -22,6 +21,7 @@ from PIL import Image
 from search_engine.documents import MissingToolError
 from search_engine.layout.figures import add_figure_reading, unread_figures
 from search_engine.layout.geometry import clamp_box, crop_box
+from search_engine.ocr_languages import choose_languages, script_of_text
 from search_engine.page_layout import PageLayout
 from search_engine.text_extraction import SPARSE_TEXT, installed_ocr_langs, ocr_lines
 
@@ -34,17 +34,18 @@ MIN_LINE_CONFIDENCE = 60.0
 SMALL_CROP_SIDE = 800  # a crop smaller than this (pixels, longer side) is read enlarged 2x: small labels
 PAD = 4  # pixels added around the figure's box: labels often touch its edge
 MIN_CROP_SIDE = 8  # pixels: a smaller crop (a sliver of a figure at the page's edge) holds no readable label
-_CJK = re.compile(r"[\u3400-\u9fff]")
 
 
 def figure_lang(configured: str | None, page_text: str) -> str:
-    """The language to read a page's figures in: the configured one, or for "auto"/None the page's own
-    script (a figure in a Chinese report is labelled in Chinese, usually with Latin digits)."""
+    """The language to read a page's figures in: the configured one, or for "auto"/None the packs of the page's
+    own script plus English (a figure in a Chinese report is labelled in Chinese, usually with Latin digits;
+    `ocr_languages.script_of_text`)."""
     if configured and configured != "auto":
         return configured
     installed = set(installed_ocr_langs())
-    if _CJK.search(page_text) and "chi_sim" in installed:
-        return "chi_sim+eng" if "eng" in installed else "chi_sim"
+    choice = choose_languages(script_of_text(page_text) or "Latin", installed)
+    if choice is not None and choice.lang:
+        return choice.lang
     return "eng" if "eng" in installed else (sorted(installed)[0] if installed else "eng")
 
 

@@ -33,6 +33,12 @@ Why it is built this way:
   (`MissingToolError`), a full disk, an embedder that fails on every page of a chunk (`EmbedderFailure`).
   Anything else that escapes a document is that document's failure (`IngestReport.failed`, and the
   manifest's `skipped`), and the next document goes on.
+* A text layer is used only when it is what the page shows (`layout.text_quality`): glyphs without a Unicode
+  map (private-use, U+FFFD, control characters; fonts without ToUnicode whose text OCR does not confirm) and
+  hidden layers that do not match the page image make the page read by OCR instead, recorded like a failed
+  step (`text_layer`, `UnusableTextLayer`, with why). OCR reads each page in the packs of the script it shows
+  (`text_extraction.ocr_page`); a page whose script has no installed pack is recorded (`ocr`,
+  `MissingLanguagePack`), and the language that read a page is in its record (`extra["ocr_lang"]`).
 """
 from __future__ import annotations
 
@@ -565,18 +571,25 @@ class Ingestor:
                     failed(number, "render", exc, indexed=False)
                     continue
                 text, text_source, reading = "", "", None
+                extra = dict(rendered.extra)
                 if rendered.text is not None:  # the source read its own text (a video segment: OCR of its frames)
                     text, text_source = rendered.text, "ocr" if rendered.text else ""
                 elif embedders.get("text") is not None:
                     if number in text_errors:
                         failed(number, "text_layer", text_errors[number])
                     layer = texts[number - 1] if texts and number <= len(texts) else ""
+                    usable = self._layer_usable(pdf, number, layer, rendered.image, failed)
                     try:
-                        text, text_source, reading = page_reading(layer, rendered.image, ocr=self.ocr,
-                                                                  ocr_lang=self.ocr_lang)
+                        read = page_reading(layer, rendered.image, ocr=self.ocr, ocr_lang=self.ocr_lang,
+                                            layer_usable=usable)
                     except Exception as exc:  # noqa: BLE001 - tesseract failing on this page: keep its layer text
                         failed(number, "ocr", exc)
-                        text, text_source, reading = page_reading(layer, None, ocr=False)
+                        read = page_reading(layer, None, ocr=False)
+                    text, text_source, reading = read.text, read.source, read.lines
+                    if read.ocr is not None:
+                        extra["ocr_lang"] = read.ocr.lang
+                        if read.ocr.missing:
+                            failed(number, "ocr", _missing_pack(read.ocr))
                 layout = _page_layout(pdf, number, page_id, (rendered.width, rendered.height), text_source, reading,
                                       self._running, on_error=functools.partial(_at_page, failed, number))
                 if self.ocr and self.ocr_figures and text_source == "pdf":  # words inside pictures are pixels
@@ -593,7 +606,7 @@ class Ingestor:
                 records.append(PageRecord(page_id=page_id, doc_id=doc_id, page_number=number,
                                           image_path=rel.as_posix(), width=rendered.width, height=rendered.height,
                                           source_path=str(path.resolve()), text=text, text_source=text_source,
-                                          extra=dict(rendered.extra)))
+                                          extra=extra))
                 images.append(rendered.image)
         numbers = [r.page_number for r in records]
         arrays: dict[str, np.ndarray] = {}
@@ -611,6 +624,29 @@ class Ingestor:
         arrays["degraded"] = _json_bytes([d.to_dict() for d in degraded])
         atomic_save_npz(chunk_file, **arrays)
         return len(records)
+
+    def _layer_usable(self, pdf: Any, number: int, layer: str, image: Image.Image,
+                      failed: Callable[[int, str, BaseException], None]) -> bool:
+        """Whether the page's text layer is what the page shows (`layout.text_quality`: garbled glyphs, a hidden
+        layer that does not match the image); an unusable one is recorded as the page's `text_layer` step
+        degraded, with why, and the page is read by OCR instead. Pages without a layer worth checking (not a
+        PDF, a layer too short to be the page's text: OCR reads those anyway) are usable."""
+        from search_engine.layout.text_quality import MIN_CHARS, UnusableTextLayer, check_text_layer
+
+        if pdf is None or number > pdf.page_count or len(layer.replace(" ", "")) < MIN_CHARS:
+            return True
+        try:
+            verdict = check_text_layer(pdf[number - 1], image if self.ocr else None, self.ocr_lang)
+        except _RUN_ERRORS:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the check is a guard; the page keeps its layer when it fails
+            log.warning("page %d: text layer not checked (%s: %s); the layer is kept", number, type(exc).__name__,
+                        exc)
+            return True
+        if not verdict.usable:
+            failed(number, "text_layer", UnusableTextLayer(
+                verdict.reason + ("; the page is read by OCR" if self.ocr else "; OCR is off: the layer is kept")))
+        return verdict.usable
 
     def _commit_document(self, path: Path, doc_id: str, sha1: str, num_pages: int, chunk_files: list[Path],
                          embedders: dict[str, Embedder | None],
@@ -759,6 +795,15 @@ def _page_layout(pdf: Any, page_number: int, page_id: str, size: tuple[int, int]
     except Exception as exc:  # noqa: BLE001 - a page layout is an extra; the page's text and image stand
         report("layout", exc)
     return empty_layout(page_id, size)
+
+
+def _missing_pack(reading: Any) -> Exception:
+    """The record of a page whose script has no installed tesseract pack (`text_extraction.OcrReading`)."""
+    from search_engine.ocr_languages import LanguageChoice, MissingLanguagePack
+
+    hint = LanguageChoice(reading.lang, reading.script, reading.missing).install_hint
+    return MissingLanguagePack(f"the page is in {reading.script} script (tesseract's script detection); "
+                               f"{', '.join(reading.missing)} is not installed ({hint}): read with {reading.lang}")
 
 
 def _at_page(failed: Callable[[int, str, BaseException], None], number: int, step: str, exc: Exception) -> None:

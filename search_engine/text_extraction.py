@@ -12,14 +12,23 @@ from types import ModuleType
 from PIL import Image
 
 from search_engine.documents import DocumentError, MissingToolError
+from search_engine.ocr_languages import choose_languages
 from search_engine.ocr_polarity import dark_bands, inverted
 
 TESSERACT_HINT = "OCR needs the tesseract binary: apt-get install tesseract-ocr tesseract-ocr-eng"
-# Languages tried, in this order, when the OCR language is "auto" and English reads poorly.
-AUTO_FALLBACK_LANGS = ("chi_sim", "chi_tra", "jpn", "kor")
+# Scripts whose packs are tried, in this order, when the OCR language is "auto", English reads poorly and
+# tesseract's script detection cannot tell the script (too few characters on the page) or names one without an
+# installed pack: one pack each (`ocr_languages.choose_languages`: chi_sim, else chi_tra), not every pack.
+AUTO_FALLBACK_SCRIPTS = ("Han", "Japanese", "Korean")
 # Mean word confidence (0-100) under which an English reading is taken for the wrong script:
 # on upstream's example corpus English slides read at 69-94, Chinese slides read as English at 18-53.
 AUTO_MIN_CONFIDENCE = 60.0
+# Tesseract's orientation and script detection only (`--psm 0`): which script the page shows
+SCRIPT_DETECTION = "--psm 0"
+# Points of mean confidence by which the reading in the detected script's packs must beat the English one to
+# replace it: a CJK page reads at 80-93 in its packs against 20-40 in English, while handwriting that OSD takes
+# for Japanese reads at 38 in jpn+eng against 30 in English (noise either way: the English reading is kept).
+AUTO_SCRIPT_MARGIN = 10.0
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af\u3000-\u303f\uff00-\uffef"
 # Tesseract's page segmentation for sparse text (`--psm 11`): find as much text as possible in no particular
 # order — a chart's scattered ticks, values and legend, which the default (a page of text blocks) skips.
@@ -70,10 +79,10 @@ def _installed_langs() -> tuple[str, ...]:
 def resolve_ocr_lang(lang: str | None = None) -> str:
     """The OCR language setting: `lang`, else env VRAG_OCR_LANG, else "auto".
 
-    "auto" reads with English first and, when that reads poorly (mean confidence under
-    AUTO_MIN_CONFIDENCE), with each installed language of AUTO_FALLBACK_LANGS plus English, keeping
-    the most confident reading. An explicit tesseract spec ("chi_sim+eng", "deu") is used as is, and
-    a language that is not installed is a clear error (tesseract's own message is obscure).
+    "auto" chooses per page (`ocr_page`): English first, and when that reads poorly (mean confidence under
+    AUTO_MIN_CONFIDENCE), the packs of the script tesseract detects on the page (`ocr_languages`) plus
+    English. An explicit tesseract spec ("chi_sim+eng", "deu") is used as is, and a language that is not
+    installed is a clear error (tesseract's own message is obscure).
     """
     lang = (lang or os.environ.get("VRAG_OCR_LANG") or "auto").strip()
     if lang == "auto":
@@ -87,8 +96,10 @@ def resolve_ocr_lang(lang: str | None = None) -> str:
 
 
 def _auto_fallbacks() -> list[str]:
+    """The installed language specs of AUTO_FALLBACK_SCRIPTS, each with English."""
     have = set(_installed_langs())
-    return [f"{lang}+eng" if "eng" in have else lang for lang in AUTO_FALLBACK_LANGS if lang in have]
+    choices = [choose_languages(script, have) for script in AUTO_FALLBACK_SCRIPTS]
+    return [choice.lang for choice in choices if choice is not None and not choice.missing]
 
 
 def pdf_page_texts(path: str | Path, on_error: Callable[[int, Exception], None] | None = None) -> list[str]:
@@ -168,6 +179,67 @@ def ocr_reading(image: Image.Image, lang: str | None = None) -> list[OcrLine]:
     paragraph number and its words' boxes — enough for both the page text (`ocr_text`) and the page
     layout (`search_engine.layout.ocr.layout_from_ocr_lines`), so ingestion reads a page once."""
     return _ocr(image, lang)
+
+
+@dataclass
+class OcrReading:
+    """A page read by OCR: its lines (as `ocr_reading`), the tesseract language spec that read them, the script
+    that spec was chosen for ("" when the language was given, not chosen), and the packs that script wanted
+    but that are not installed (the page was then read with what is)."""
+
+    lines: list[OcrLine]
+    lang: str
+    script: str = ""
+    missing: tuple[str, ...] = ()
+
+
+def detect_script(image: Image.Image) -> tuple[str, float] | None:
+    """(script, confidence) of tesseract's script detection (OSD) on the image, e.g. ("Han", 1.4); None when it
+    cannot tell (too few characters, or no `osd` pack)."""
+    pytesseract = _checked_tesseract()
+    if "osd" not in _installed_langs():
+        return None
+    try:
+        found = pytesseract.image_to_osd(image, config=SCRIPT_DETECTION, output_type=pytesseract.Output.DICT)
+    except pytesseract.TesseractError:  # "Too few characters. Skipping this page"
+        return None
+    script = str(found.get("script", ""))
+    return (script, float(found.get("script_conf", 0.0))) if script else None
+
+
+def ocr_page(image: Image.Image, lang: str | None = None, config: str = "") -> OcrReading:
+    """The page's OCR reading and the language that read it (`lang`: see `resolve_ocr_lang`).
+
+    "auto" chooses per page. English first: a page it reads well is Latin script and is done (no extra pass on
+    the common case). Otherwise tesseract's script detection (OSD) names the script and the page is read again
+    with that script's packs plus English (`ocr_languages.choose_languages`), and that reading replaces the
+    English one when it is clearly more confident (AUTO_SCRIPT_MARGIN). When OSD cannot tell, names a script
+    without an installed pack, or a script the table does not know, the installed packs of
+    AUTO_FALLBACK_SCRIPTS are tried and the most confident reading kept (what "auto" always did); a missing
+    pack is named in the result."""
+    lang = resolve_ocr_lang(lang)
+    rgb = image.convert("RGB")
+    if lang != "auto":
+        return OcrReading(_read_lines(rgb, lang, config), lang)
+    have = set(_installed_langs())
+    best = _read_lines(rgb, "eng", config) if "eng" in have else []
+    best_lang, best_confidence = "eng", mean_confidence(best)
+    if best and best_confidence >= AUTO_MIN_CONFIDENCE:
+        return OcrReading(best, best_lang, "Latin")
+    detected = detect_script(rgb)
+    choice = choose_languages(detected[0], have) if detected else None
+    if choice is not None and not choice.missing:
+        if choice.lang != best_lang:
+            lines = _read_lines(rgb, choice.lang, config)
+            if mean_confidence(lines) >= best_confidence + AUTO_SCRIPT_MARGIN or not best:
+                return OcrReading(lines, choice.lang, choice.script)
+        return OcrReading(best, best_lang, choice.script)
+    for fallback in _auto_fallbacks():
+        lines = _read_lines(rgb, fallback, config)
+        confidence = mean_confidence(lines)
+        if confidence > best_confidence:
+            best, best_lang, best_confidence = lines, fallback, confidence
+    return OcrReading(best, best_lang, detected[0] if detected else "", choice.missing if choice else ())
 
 
 def ocr_text(lines: list[OcrLine]) -> str:
@@ -274,46 +346,48 @@ def _scaled(box: tuple[int, int, int, int], factor: float) -> tuple[int, int, in
 
 
 def _ocr(image: Image.Image, lang: str | None, config: str = "") -> list[OcrLine]:
-    """Lines in reading order, in the configured language or the most confident automatic one."""
-    lang = resolve_ocr_lang(lang)
-    rgb = image.convert("RGB")
-    if lang != "auto":
-        return _read_lines(rgb, lang, config)
-    best = _read_lines(rgb, "eng", config) if "eng" in _installed_langs() else []
-    best_confidence = mean_confidence(best)
-    if best and best_confidence >= AUTO_MIN_CONFIDENCE:
-        return best
-    for fallback in _auto_fallbacks():
-        lines = _read_lines(rgb, fallback, config)
-        confidence = mean_confidence(lines)
-        if confidence > best_confidence:
-            best, best_confidence = lines, confidence
-    return best
+    """Lines in reading order, in the configured language or the one chosen for the page (`ocr_page`)."""
+    return ocr_page(image, lang, config).lines
+
+
+@dataclass
+class PageReading:
+    """What `page_reading` read: the page text, its source ("pdf", "ocr" or "" for none), and, when OCR read the
+    page, that reading (its lines give the page layout without a second OCR pass; its language and the packs
+    it missed are recorded with the page)."""
+
+    text: str
+    source: str
+    ocr: OcrReading | None = None
+
+    @property
+    def lines(self) -> list[OcrLine] | None:
+        """The OCR lines, or None when the page text is not OCR's."""
+        return self.ocr.lines if self.ocr is not None else None
 
 
 def page_text(pdf_text: str, image: Image.Image | None, ocr: bool = True, min_chars: int = 20,
               ocr_lang: str | None = None) -> tuple[str, str]:
     """(text, source) of `page_reading` (see there)."""
-    text, source, _ = page_reading(pdf_text, image, ocr, min_chars, ocr_lang)
-    return text, source
+    reading = page_reading(pdf_text, image, ocr, min_chars, ocr_lang)
+    return reading.text, reading.source
 
 
 def page_reading(pdf_text: str, image: Image.Image | None, ocr: bool = True, min_chars: int = 20,
-                 ocr_lang: str | None = None) -> tuple[str, str, list[OcrLine] | None]:
-    """(text, source, reading): the text layer when it has real content, else OCR of the page image.
+                 ocr_lang: str | None = None, layer_usable: bool = True) -> PageReading:
+    """The page's text: the text layer when it has real content and is usable, else OCR of the page image.
 
     A layer under `min_chars` non-space characters is usually a scan with a page number or a stray
-    header, so OCR reads the page instead. When OCR is off or finds nothing, whatever short layer
-    text there is still beats nothing ("pdf"); with no text at all the answer is ("", "", None).
-    The third item is the OCR reading when OCR read the page (its lines give the page layout without
-    a second OCR pass), else None.
+    header, so OCR reads the page instead; so does a layer judged unusable (`layer_usable=False`: garbled
+    glyphs or a hidden layer that does not match the image, `layout.text_quality`). When OCR is off or finds
+    nothing, whatever layer text there is still beats nothing ("pdf"); with no text at all the source is "".
     """
     layer = _normalise(pdf_text or "")
-    if len(layer.replace(" ", "")) >= min_chars:
-        return layer, "pdf", None
+    if layer_usable and len(layer.replace(" ", "")) >= min_chars:
+        return PageReading(layer, "pdf")
     if ocr and image is not None:
-        lines = ocr_reading(image, ocr_lang)
-        text = ocr_text(lines)
+        reading = ocr_page(image, ocr_lang)
+        text = ocr_text(reading.lines)
         if text:
-            return text, "ocr", lines
-    return (layer, "pdf", None) if layer else ("", "", None)
+            return PageReading(text, "ocr", reading)
+    return PageReading(layer, "pdf") if layer else PageReading("", "")

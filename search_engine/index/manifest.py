@@ -57,6 +57,12 @@ class DocumentEntry:
 # The per-page steps of ingestion, in the order they run; a `DegradedPage` names the one that failed.
 PAGE_STEPS = ("render", "text_layer", "ocr", "layout", "tables", "figures", "figure_ocr", "embed_visual",
               "embed_text")
+# What a page lost where the record is a judgement, not a failure (the error names the judgement)
+_CONSEQUENCE_OF_ERROR = {
+    "UnusableTextLayer": "text layer set aside (garbled, or not what the page shows): page read by OCR where OCR is "
+                         "on and reads something, else its layer is kept",
+    "MissingLanguagePack": "page read by OCR with the installed language packs, not those of its script",
+}
 NOT_INDEXED = "page not indexed: it could not be rendered, and a page without an image cannot be searched or shown"
 
 
@@ -83,6 +89,8 @@ class DegradedPage:
         """What the failure cost the page."""
         if not self.indexed:
             return NOT_INDEXED
+        if self.error in _CONSEQUENCE_OF_ERROR:
+            return _CONSEQUENCE_OF_ERROR[self.error]
         return {"render": "page kept", "text_layer": "page read by OCR where OCR is on, else without its text",
                 "ocr": "page kept without its OCR text", "layout": "page kept without its regions",
                 "tables": "page kept without its tables", "figures": "page kept without its figures",

@@ -74,7 +74,7 @@ def test_scripts_edit_sys_path_only_where_they_must_and_say_why():
 
 @pytest.mark.parametrize("script", ["bench_real_docs.py", "bench_search.py", "make_bench_corpus.py",
                                     "bench_plaid_libs.py", "bench_codecs.py", "bench_slides.py",
-                                    "attribute_misses.py"])
+                                    "attribute_misses.py", "robustness_run.py", "text_layer_survey.py"])
 def test_script_help_runs(script):
     """`--help` as a user runs it: the script's own process, from another folder (no reliance on the cwd)."""
     proc = subprocess.run([sys.executable, str(SCRIPTS / script), "--help"], capture_output=True, text=True,
@@ -151,6 +151,17 @@ def test_documented_bench_real_docs_command_lines_parse():
     assert got["held_back_docs"] == "mnras_author_guide,gs9_color_management" and got["no_e2e"] and got["verbose"]
     got = _parsed("bench_real_docs", "--policy-url http://127.0.0.1:8001/v1 --model Qwen/Qwen2.5-VL-7B-Instruct")
     assert (got["policy_url"], got["model"]) == ("http://127.0.0.1:8001/v1", "Qwen/Qwen2.5-VL-7B-Instruct")
+
+
+def test_documented_robustness_run_command_lines_parse():
+    # docs/robustness.md and the script's docstring
+    got = _parsed("robustness_run", "--pdfs 320 --fuzz-pdfs 24 --max-pages 8 --batch 16 --layout-fuzz-pages 3 "
+                                    "--seed 13")
+    assert (got["pdfs"], got["fuzz_pdfs"], got["max_pages"], got["batch"], got["layout_fuzz_pages"],
+            got["seed"], got["chaos"], got["fresh"]) == (320, 24, 8, 16, 3, 13, 0.0, False)
+    got = _parsed("robustness_run", "--pdfs 320 --fuzz-pdfs 0 --max-pages 3 --batch 32 --layout-fuzz-pages 0 "
+                                    "--chaos 0.05 --out /tmp/r --fresh")
+    assert (got["chaos"], got["out"], got["fresh"], got["worker"]) == (0.05, Path("/tmp/r"), True, None)
 
 
 def click_exceptions() -> type[Exception]:

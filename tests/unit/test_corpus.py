@@ -263,8 +263,8 @@ def test_control_characters_of_unmapped_glyphs_are_dropped_from_the_text_layer()
     """A font without a Unicode map (TeX math in older PDFs) gives control codes for its glyphs."""
     from search_engine.text_extraction import page_reading
 
-    text, source, _ = page_reading("x\x00 k+1 = x\x01 k - f(x)\x0b / f'(x) for the Newton step", None, ocr=False)
-    assert source == "pdf" and text == "x k+1 = x k - f(x) / f'(x) for the Newton step"
+    read = page_reading("x\x00 k+1 = x\x01 k - f(x)\x0b / f'(x) for the Newton step", None, ocr=False)
+    assert read.source == "pdf" and read.text == "x k+1 = x k - f(x) / f'(x) for the Newton step"
 
 
 @pytest.mark.parametrize("name, title", [

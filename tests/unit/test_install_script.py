@@ -71,6 +71,8 @@ def test_install_numbers_its_steps_and_names_the_next_command(checkout, mode, ne
     steps = [line for line in lines if line.startswith("[install] ") and "/4 " in line]
     assert [s.split()[1] for s in steps] == ["1/4", "2/4", "3/4", "4/4"]
     assert "system packages" in steps[0] and ("chromium" in steps[0]) == (mode == "--test")
+    # the OCR packs of the scripts ingestion detects per page (search_engine/ocr_languages.py)
+    assert all(f"tesseract-ocr-{pack}" in steps[0] for pack in ("eng", "chi-sim", "jpn", "kor"))
     assert "python packages" in steps[2] and "minutes" in steps[2]  # the long step says it is long
     assert lines[-2].startswith("[install] done: torch 0.0-test")
     assert lines[-1].startswith(f"[install] next: {next_command} ") and "source .venv/bin/activate" in lines[-1]
