@@ -125,6 +125,26 @@ _smoke_cpu_merge_eval() {
   echo "[smoke] vrag-eval on the $kind merge exited $rc ($SMOKE_DIR/eval_$kind.json)"
 }
 
+# GRPO on vrag_agent (2 steps, resumed for a 3rd), then one LoRA step: the two checkpoints the merge takes
+_smoke_cpu_vrag() {
+  _smoke_cpu_train grpo_vrag vrag cpu_smoke_grpo_vrag "$@" || return 1
+  echo "[smoke] grpo_vrag_lora: one LoRA step (log: $SMOKE_DIR/grpo_vrag_lora/train.log)"
+  mkdir -p "$SMOKE_DIR/grpo_vrag_lora"
+  if ! (
+    SEARCH_PID=""
+    export VRAG_CONFIG=cpu_smoke_grpo_vrag MODEL_PATH="$SMOKE_DIR/vrag/model_sft" \
+      TRAIN_FILE="$SMOKE_DIR/data/vrag_train.parquet" VAL_FILE="$SMOKE_DIR/data/vrag_val.parquet" \
+      CKPT_DIR="$SMOKE_DIR/grpo_vrag_lora/ckpt" RESUME_MODE=disable
+    vrag_train_main trainer.total_training_steps=1 actor_rollout_ref.model.lora_rank=8 \
+      actor_rollout_ref.model.lora_alpha=16 actor_rollout_ref.model.target_modules=all-linear \
+      ++actor_rollout_ref.model.lora.merge=true "$@"
+  ) >"$SMOKE_DIR/grpo_vrag_lora/train.log" 2>&1; then
+    echo "[smoke] FAIL: the LoRA run exited non-zero; see $SMOKE_DIR/grpo_vrag_lora/train.log" >&2
+    grep -v '^\s*$' "$SMOKE_DIR/grpo_vrag_lora/train.log" | tail -25 >&2
+    return 1
+  fi
+}
+
 _smoke_cpu() {
   local python started=$SECONDS
   python="$(_smoke_python)"
@@ -140,22 +160,17 @@ _smoke_cpu() {
   _vrag_defaults
   trap _cleanup EXIT
   _start_search || return 1
-  _smoke_cpu_train grpo_vrag vrag cpu_smoke_grpo_vrag "$@" || return 1
-  _smoke_cpu_train ggpo_vimrag vimrag cpu_smoke_ggpo_vimrag "$@" || return 1
-  echo "[smoke] grpo_vrag_lora: one LoRA step (log: $SMOKE_DIR/grpo_vrag_lora/train.log)"
-  mkdir -p "$SMOKE_DIR/grpo_vrag_lora"
-  if ! (
-    SEARCH_PID=""
-    export VRAG_CONFIG=cpu_smoke_grpo_vrag MODEL_PATH="$SMOKE_DIR/vrag/model_sft" \
-      TRAIN_FILE="$SMOKE_DIR/data/vrag_train.parquet" VAL_FILE="$SMOKE_DIR/data/vrag_val.parquet" \
-      CKPT_DIR="$SMOKE_DIR/grpo_vrag_lora/ckpt" RESUME_MODE=disable
-    vrag_train_main trainer.total_training_steps=1 actor_rollout_ref.model.lora_rank=8 \
-      actor_rollout_ref.model.lora_alpha=16 actor_rollout_ref.model.target_modules=all-linear \
-      ++actor_rollout_ref.model.lora.merge=true "$@"
-  ) >"$SMOKE_DIR/grpo_vrag_lora/train.log" 2>&1; then
-    echo "[smoke] FAIL: the LoRA run exited non-zero; see $SMOKE_DIR/grpo_vrag_lora/train.log" >&2
-    grep -v '^\s*$' "$SMOKE_DIR/grpo_vrag_lora/train.log" | tail -25 >&2
-    return 1
+  # The VRAG pipeline (GRPO, resume, one LoRA step) and the VimRAG one run side by side, each with its own local
+  # Ray (SMOKE_PARALLEL=0: one after the other). Most of a launch's wall time is start-up and waiting, not both cores.
+  if [[ "${SMOKE_PARALLEL:-1}" == 1 ]]; then
+    _smoke_cpu_vrag "$@" &
+    local vrag_pid=$! vimrag_ok=1
+    _smoke_cpu_train ggpo_vimrag vimrag cpu_smoke_ggpo_vimrag "$@" || vimrag_ok=0
+    wait "$vrag_pid" || return 1
+    (( vimrag_ok )) || return 1
+  else
+    _smoke_cpu_vrag "$@" || return 1
+    _smoke_cpu_train ggpo_vimrag vimrag cpu_smoke_ggpo_vimrag "$@" || return 1
   fi
   _smoke_cpu_merge_eval full "$SMOKE_DIR/grpo_vrag/ckpt" "${POLICY_PORT:-8013}" || return 1
   _smoke_cpu_merge_eval lora "$SMOKE_DIR/grpo_vrag_lora/ckpt" "${POLICY_PORT:-8013}" || return 1

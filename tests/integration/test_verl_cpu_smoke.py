@@ -23,7 +23,7 @@ pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")
 
 REPO = Path(__file__).resolve().parents[2]
-LIMIT_S = 15 * 60
+LIMIT_S = 15 * 60  # the bound on a quiet 2-core machine; the guard below leaves room for a loaded one
 MEMORY_LIMIT = 16 * 2**30
 
 
@@ -43,7 +43,7 @@ def _tree_rss(pid: int) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(LIMIT_S + 600)  # the suite's default (600 s) is for ordinary tests
+@pytest.mark.timeout(LIMIT_S + 900)  # the suite's default (600 s) is for ordinary tests
 def test_the_cpu_smoke_trains_resumes_merges_and_serves(tmp_path):
     out = tmp_path / "smoke"
     env = {**os.environ, "SEARCH_PORT": "8722", "POLICY_PORT": "8723"}
@@ -61,11 +61,11 @@ def test_the_cpu_smoke_trains_resumes_merges_and_serves(tmp_path):
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
-        output, _ = proc.communicate(timeout=LIMIT_S + 300)
+        output, _ = proc.communicate(timeout=LIMIT_S + 600)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, 9)
         output, _ = proc.communicate()
-        pytest.fail(f"the smoke ran past {LIMIT_S + 300}s:\n{output[-4000:]}")
+        pytest.fail(f"the smoke ran past {LIMIT_S + 600}s:\n{output[-4000:]}")
     finally:
         if proc.poll() is None:  # interrupted (pytest-timeout, Ctrl-C): take the smoke's Ray and servers down too
             os.killpg(proc.pid, 9)
