@@ -11,7 +11,11 @@ and the three questions of the merged model's evaluation.
 evaluation summary) and writes `OUT/summary.json`: for `grpo_vrag` and `ggpo_vimrag` the `steps` (reward_mean,
 pg_loss, grad_norm per step), `weights_changed` (actor parameters of the step-1 checkpoint against the initial
 model's, tensor by tensor), `resumed_from_step` and whether the resumed step saw a question the first run's steps
-did not (the data position continued); `merged_eval` (questions, finished) for the full and the LoRA merge.
+did not (the data position continued); `merged_eval` (questions, finished) for the full and the LoRA merge. An
+episode finished when it ended by the model's own replies — an answer, or an explicit failure for a turn limit,
+a token budget or unusable replies (two steps of RL on a tiny random-born model may well unlearn the format) —
+and not by a fault of the serving path (`SERVING_FAILURES`: the policy or search server failing, an engine
+error, an exception, a timeout).
 It exits 1 and names each failed check when the smoke did not show what it must.
 
     python scripts/cpu_smoke.py prepare runs/cpu_smoke
@@ -30,6 +34,7 @@ from typing import Annotated, Any
 import typer
 
 from search_engine.infra.cli_exit import exit_status
+from vrag_rl.evaluation.runner import SERVING_FAILURES
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False, no_args_is_help=True,
                   context_settings={"help_option_names": ["-h", "--help"]}, help=(__doc__ or "").splitlines()[0])
@@ -203,12 +208,10 @@ def summarize(out: Annotated[Path, typer.Argument(help="the smoke's folder")]) -
         if not path.exists():
             failures.append(f"merged_eval: no evaluation of the {kind} merge ({path})")
             continue
-        evaluation = json.loads(path.read_text())
-        questions = int(evaluation["n_examples"])  # vrag-eval's summary: a failed episode counts in n_errors
-        finished = int(evaluation["n_evaluated"]) - int(evaluation["n_errors"])
-        merged[kind] = {"questions": questions, "finished": finished, "weights_differ": _merge_differs(out, kind)}
-        if questions != EVAL_QUESTIONS or finished != questions:
-            failures.append(f"merged_eval ({kind}): {finished} of {questions} episodes finished")
+        merged[kind], failure = merged_eval_entry(json.loads(path.read_text()), kind)
+        merged[kind]["weights_differ"] = _merge_differs(out, kind)
+        if failure:
+            failures.append(failure)
         if not merged[kind]["weights_differ"]:
             failures.append(f"merged_eval ({kind}): the merged weights equal the base model's")
     summary["merged_eval"] = {"questions": sum(m["questions"] for m in merged.values()),
@@ -220,6 +223,21 @@ def summarize(out: Annotated[Path, typer.Argument(help="the smoke's folder")]) -
         for failure in failures:
             print(f"[smoke] FAIL: {failure}", file=sys.stderr)
         raise typer.Exit(1)
+
+
+def merged_eval_entry(evaluation: dict[str, Any], kind: str) -> tuple[dict[str, Any], str | None]:
+    """One merge's `merged_eval` entry from its vrag-eval summary, and the failed check if any: every question
+    must have finished, i.e. ended without a serving fault (the module doc says why a wrong or missing answer
+    is not one)."""
+    questions = int(evaluation["n_examples"])
+    faults = {k: n for k, n in evaluation["failure_counts"].items() if k in SERVING_FAILURES}
+    finished = int(evaluation["n_evaluated"]) - sum(faults.values())
+    entry = {"questions": questions, "finished": finished, "status": evaluation["status_counts"],
+             "failures": evaluation["failure_counts"]}
+    if questions != EVAL_QUESTIONS or finished != questions:
+        return entry, (f"merged_eval ({kind}): {finished} of {questions} episodes finished "
+                       f"(serving faults: {faults or 'none'}; see eval_{kind}.jsonl)")
+    return entry, None
 
 
 def _merge_differs(out: Path, kind: str) -> bool:

@@ -23,6 +23,14 @@ SHARED_DIR = Path(os.environ.get("VRAG_SHARED_DIR", REPO_ROOT.parent / "shared")
 SHARED_CORPUS = SHARED_DIR / "data" / "vrag_example_corpus"
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Files that hold a `slow` test run first, each file's tests in their own order. With two workers
+    (scripts/run_tests.sh: `-n 2 --dist loadfile`) the longest files — verl's own trainer on the CPU above
+    all — start while the short ones fill the other worker, instead of one long file ending the run alone."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: every file keeps its order
+
+
 @pytest.fixture(scope="session")
 def shared_corpus_dir() -> Path:
     if not (SHARED_CORPUS / "colqwen2_v1.0_page_embeddings.npz").exists():

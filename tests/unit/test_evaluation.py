@@ -6,13 +6,14 @@ import asyncio
 import json
 import math
 import re
+import socket
 from dataclasses import dataclass, field
 
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from vrag_rl.evaluation.runner import evaluate, percentile, read_records, run_evaluation
+from vrag_rl.evaluation.runner import SERVING_FAILURES, evaluate, percentile, read_records, run_evaluation
 from vrag_rl.scoring.judge import LLMJudge, parse_verdict
 from vrag_rl.scoring.metrics import (
     anls,
@@ -465,7 +466,20 @@ def test_cli_runs_the_real_agent_over_loopback(tmp_path, sample_corpus, scripted
     for qa in examples[:4]:
         assert records[qa.query]["em"] == 1.0 and records[qa.query]["turns"] == 2
     assert records[examples[4].query]["em"] == 0.0 and records[examples[4].query]["turns"] == 4  # 3 + forced
+    assert [records[qa.query]["failure"] for qa in examples] == [None] * 4 + ["budget_exhausted"]
+    assert summary["failure_counts"] == {"budget_exhausted": 1}
     assert "em (%)" in capsys.readouterr().out
+
+    # the policy server gone: the same questions fail as a serving fault, not as the model's behaviour
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead_port = probe.getsockname()[1]
+    rc = main(["--dataset", str(dataset), "--out", str(tmp_path / "dead.jsonl"), "--summary", str(summary_path),
+               "--base-url", f"http://127.0.0.1:{dead_port}/v1", "--search-url", text_search_server.url,
+               "--max-turns", "3", "--no-progress"])
+    assert rc == 1  # every episode failed
+    failures = {r["failure"] for r in read_records(tmp_path / "dead.jsonl")}
+    assert failures == {"policy_failed"} and failures <= SERVING_FAILURES
 
     assert main(["--dataset", str(tmp_path / "missing.json")]) == 2
 

@@ -70,21 +70,40 @@ def score_example(example: EvalExample, prediction: str | None, retrieved: Seque
     }
 
 
+SERVING_FAILURES = frozenset({"policy_failed", "search_failed", "internal", "exception", "timeout"})
+"""Failure kinds that say the system broke (a server, the engine), not that the model gave no usable answer."""
+
+
+def failure_kind(result: Any) -> str:
+    """Why an episode that carries an error ended: the kind of its fatal `ErrorEvent` (`policy_failed`,
+    `search_failed`, `internal`, `invalid_action`, `budget_exhausted`), else `token_budget` or `no_answer` from its
+    status.
+
+    An evaluation of a weak or freshly trained model needs the two apart: a model that never answers is a result,
+    a policy server that fails is a fault (see `SERVING_FAILURES`)."""
+    for event in reversed(list(getattr(result, "events", None) or [])):
+        if getattr(event, "type", None) == "error" and getattr(event, "fatal", False):
+            return str(getattr(event, "kind", "internal"))
+    return "token_budget" if getattr(result, "status", None) == "token_budget" else "no_answer"
+
+
 async def run_example(agent: AgentLike, example: EvalExample, judge: LLMJudge | None, k: int,
                       episode_timeout: float | None = None, save_trajectory: bool = False) -> dict[str, Any]:
     """One episode → one JSON-safe record; agent exceptions become a failed record."""
     start = time.perf_counter()
     result: Any = None
     error: str | None = None
+    failure: str | None = None
     try:
         result = await asyncio.wait_for(agent.arun(example.query), timeout=episode_timeout)
     except asyncio.TimeoutError:
-        error = f"TimeoutError: episode exceeded {episode_timeout}s"
+        error, failure = f"TimeoutError: episode exceeded {episode_timeout}s", "timeout"
     except Exception as exc:  # one bad episode must not end the evaluation
-        error = f"{type(exc).__name__}: {exc}"
+        error, failure = f"{type(exc).__name__}: {exc}", "exception"
     measured = time.perf_counter() - start
     if error is None and result is not None and getattr(result, "error", None):
         error = str(result.error)  # the agent caught it itself (e.g. policy server down)
+        failure = failure_kind(result)
 
     prediction = getattr(result, "answer", None) if result is not None else None
     retrieved = list(getattr(result, "retrieved_page_ids", None) or [])
@@ -103,6 +122,7 @@ async def run_example(agent: AgentLike, example: EvalExample, judge: LLMJudge | 
         "judge_error": None,
         "retrieved_page_ids": retrieved,
         "error": error,
+        "failure": failure,
     }
     for extra in ("timings", "usage"):  # optional: per-stage seconds, token counts
         value = getattr(result, extra, None)
@@ -146,6 +166,7 @@ class EvalSummary:
     n_resumed: int
     n_errors: int
     status_counts: dict[str, int]
+    failure_counts: dict[str, int]
     metrics: dict[str, float | None]
     n_judged: int
     answered_rate: float | None
@@ -174,6 +195,7 @@ class EvalSummary:
                                                                    if self.n_resumed else "")),
             ("errors", str(self.n_errors)),
             ("status", ", ".join(f"{s}={c}" for s, c in sorted(self.status_counts.items())) or "-"),
+            ("failures", ", ".join(f"{s}={c}" for s, c in sorted(self.failure_counts.items())) or "-"),
         ]
         for name, value in self.metrics.items():
             label = f"{name} (%)" + (f"  [n={self.n_judged}]" if name == "judge" else "")
@@ -207,6 +229,7 @@ def summarize(records: Sequence[dict[str, Any]], k: int, n_examples: int | None 
         n_resumed=n_resumed,
         n_errors=sum(1 for r in records if r.get("error")),
         status_counts=dict(Counter(str(r.get("status")) for r in records)),
+        failure_counts=dict(Counter(str(r["failure"]) for r in records if r.get("failure"))),
         metrics=metrics,
         n_judged=sum(1 for r in records if r.get("judge") is not None),
         answered_rate=(sum(1 for r in records if r.get("status") == "answered") / n) if n else None,
