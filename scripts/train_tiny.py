@@ -9,7 +9,7 @@ What it does (every piece is the project's real code; nothing is downloaded):
    well-formed episodes (right or wrong), writes them as messages+images SFT JSON and trains on them
    — this teaches the protocol, at chance on the task;
 4. RL from that one SFT model, once with GRPO and once with GGPO (same seed, same steps), with the
-   configs `configs/local/tiny_{grpo,ggpo}.yaml`;
+   configs `configs/local/tiny_{grpo,ggpo}.yaml` (`--algos gspo`: GGPO without its prune mask);
 5. reports mean reward and answer accuracy over the first and last 10% of RL steps, and plots both
    runs to a PNG;
 6. probes the policy on fixed prompts before and after RL (`testkit.tiny_probe`: the share of
@@ -21,7 +21,7 @@ What it does (every piece is the project's real code; nothing is downloaded):
     python scripts/train_tiny.py --out /tmp/t --steps 12 --algos grpo   # a short run
 
 `--agent vimrag` runs the same pipeline for the VimRAG memory-graph agent (`testkit/tiny_vimrag_task.py`,
-`configs/local/tiny_vimrag_{grpo,ggpo,gigpo}.yaml`, `vimrag.trainer`): the SFT warm start is
+`configs/local/tiny_vimrag_{grpo,ggpo,gspo,gigpo}.yaml`, `vimrag.trainer`): the SFT warm start is
 scripted random VimRAG episodes recorded step by step, and RL compares GRPO, GGPO on the memory graph and the
 GiGPO-style step credit (default `--algos grpo ggpo gigpo`).
 
@@ -61,6 +61,7 @@ app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions
 class Algo(str, Enum):
     grpo = "grpo"
     ggpo = "ggpo"
+    gspo = "gspo"
     gigpo = "gigpo"
 
 
@@ -154,7 +155,7 @@ def train(
     agent: Annotated[str, typer.Option(
         help="the agent plugin to train: vrag (the VRAG agent) or vimrag (the memory-graph agent)")] = "vrag",
     algos: Annotated[list[Algo] | None, typer.Option(
-        help="estimators to run (default: grpo ggpo; --agent vimrag: grpo ggpo gigpo)")] = None,
+        help="estimators to run (default: grpo ggpo; --agent vimrag: grpo ggpo gigpo; either also takes gspo)")] = None,
     seed: int = 0,
     sft_episodes: Annotated[int, typer.Option(help="random episodes per question for SFT")] = 16,
     sft_epochs: int | None = None,
@@ -171,8 +172,8 @@ def train(
     if unknown:
         raise typer.BadParameter(f"{', '.join(unknown)}: the {agent} tiny task runs {', '.join(estimators)}",
                                  param_hint="'--algos'")
-    args = TinyRun(out=out, steps=steps, algos=chosen or list(estimators), seed=seed, sft_episodes=sft_episodes,
-                   sft_epochs=sft_epochs, plot=plot, no_progress=no_progress)
+    args = TinyRun(out=out, steps=steps, algos=chosen or list(DEFAULT_ALGOS[agent]), seed=seed,
+                   sft_episodes=sft_episodes, sft_epochs=sft_epochs, plot=plot, no_progress=no_progress)
     run(args)
 
 
@@ -231,9 +232,11 @@ def run_vrag(args: TinyRun) -> dict:
 # the tiny task of each agent (its SFT warm start and probes are the agent's own) and the estimators it compares;
 # the trainer comes from the agent's plugin (the run config's agent_type)
 TINY_RUNS: dict[str, tuple[Callable[[TinyRun], dict], tuple[str, ...]]] = {
-    "vrag": (run_vrag, ("grpo", "ggpo")),
-    "vimrag": (run_vimrag, ("grpo", "ggpo", "gigpo")),
+    "vrag": (run_vrag, ("grpo", "ggpo", "gspo")),
+    "vimrag": (run_vimrag, ("grpo", "ggpo", "gspo", "gigpo")),
 }
+# what a run without --algos compares (GSPO, GGPO without its mask, is the ablation `scripts/compare_algos.py` adds)
+DEFAULT_ALGOS = {"vrag": ("grpo", "ggpo"), "vimrag": ("grpo", "ggpo", "gigpo")}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -165,11 +165,13 @@ class VimTrajectory:
         return memory_credit_graph(self.result.graph)
 
     def pruned_turns(self, settings: AlgorithmSettings, outcome: float | None,
-                     reference_pages: Sequence[str]) -> list[int]:
-        """GGPO's dropped turns (μ_t = 1) on the memory graph; none for GRPO or an unscored episode."""
+                     reference_pages: Sequence[str], advantages: Sequence[float] | None = None) -> list[int]:
+        """GGPO's dropped turns (μ_t = 1) on the memory graph, sign-gated by the turns' `advantages` when given
+        (`vrag_rl.training.algos.ggpo.gate_by_advantage`); none for GRPO / GSPO or an unscored episode."""
         if not settings.prunes or outcome is None:
             return []
-        mu = ggpo_turn_mask(self.credit_graph, len(self.turns), settings.is_correct(outcome), reference_pages)
+        mu = ggpo_turn_mask(self.credit_graph, len(self.turns), settings.is_correct(outcome), reference_pages,
+                            advantages)
         return [t for t, dropped in enumerate(mu) if dropped]
 
     def state_keys(self) -> list[Hashable]:

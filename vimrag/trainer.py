@@ -7,10 +7,10 @@ What changes against VRAG, and only that (`VimRAGTrainer` overrides two methods 
 - samples: the loss runs over every *turn* of every trajectory (each turn a sequence with its own prompt);
   advantages are GRPO's, normalised over the group's *trajectories* and given to each of their turns
   (`vrag_rl.training.algos.grpo.trajectory_advantages`, the rule verl's v1 trainer applies to multi-output
-  agent loops); GGPO drops the turns with μ_t = 1 on the memory graph (`VimTrajectory.pruned_turns`) and
-  optimises GSPO's sequence ratio per turn ("seq-mean-token-mean" over the turn samples, as verl's actor
-  does with one row per turn); `turn_credit: gigpo` adds the GiGPO-style turn-level advantage
-  (`vrag_rl.training.algos.gigpo`) to the episode-level one.
+  agent loops); GGPO drops the turns with μ_t = 1 on the memory graph (`VimTrajectory.pruned_turns`, sign-gated
+  by each turn's advantage) and optimises GSPO's sequence ratio per turn ("seq-mean-token-mean" over the turn
+  samples, as verl's actor does with one row per turn); GSPO is the same without the mask; `turn_credit: gigpo`
+  adds the GiGPO-style turn-level advantage (`vrag_rl.training.algos.gigpo`) to the episode-level one.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from vrag_rl.training.algos.grpo import trajectory_advantages
 from vrag_rl.training.rewards import RewardBreakdown
 from vrag_rl.training.rollout.trajectory import Trajectory
 from vrag_rl.training.train.config import TrainConfig
-from vrag_rl.training.train.trainer import LocalTrainer
+from vrag_rl.training.train.trainer import LocalTrainer, PruneCounts
 
 TURN_CREDITS = ("none", "gigpo")
 
@@ -90,23 +90,25 @@ class VimRAGTrainer(LocalTrainer):
         return episode
 
     def _training_samples(self, trajectories: list[Any], rewards: list[RewardBreakdown]) -> tuple[
-            list[Trajectory], torch.Tensor, list[torch.Tensor], int]:
+            list[Trajectory], torch.Tensor, list[torch.Tensor], PruneCounts]:
         settings = self.config.algorithm_settings()
         per_turn = self.turn_advantages(trajectories, rewards)
         samples: list[Trajectory] = []
         advantages: list[float] = []
         masks: list[torch.Tensor] = []
-        pruned = 0
+        counts = PruneCounts()
         for trajectory, reward, turn_adv in zip(trajectories, rewards, per_turn):
-            dropped = set(trajectory.pruned_turns(settings, reward.outcome,
-                                                  trajectory.extra["reference"].reference_pages))
-            pruned += len(dropped)
+            pages = trajectory.extra["reference"].reference_pages
+            # sign-gated by each turn's own advantage (vrag_rl.training.algos.ggpo.gate_by_advantage)
+            dropped = set(trajectory.pruned_turns(settings, reward.outcome, pages, turn_adv))
+            literal = set(trajectory.pruned_turns(settings, reward.outcome, pages))
+            counts += PruneCounts(len(dropped), len(literal - dropped))
             for sample, adv in zip(trajectory.turns, turn_adv):
                 keep = 0.0 if sample.turn in dropped else 1.0
                 samples.append(sample)
                 advantages.append(adv)
                 masks.append(torch.full((1, len(sample.response_ids)), keep, dtype=torch.float32))
-        return samples, torch.tensor(advantages, dtype=torch.float32), masks, pruned
+        return samples, torch.tensor(advantages, dtype=torch.float32), masks, counts
 
     def sft_on_turns(self, turns: list[Trajectory], epochs: int, lr: float, batch_size: int) -> list[dict[str, Any]]:
         """Warm start on recorded turns (token-mean NLL of each turn's response, its images in the forward)."""

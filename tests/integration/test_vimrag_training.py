@@ -171,11 +171,11 @@ def test_vimrag_trainer_step_trains_every_step_with_its_trajectorys_advantage(ti
     assert {t.result.status for t in trajectories} == {"answered"}, [t.result.error for t in trajectories]
     outcomes = [r.outcome for r in rewards]
     assert 0.0 in outcomes and 1.0 in outcomes  # both outcomes in the group
-    samples, advantages, masks, pruned = trainer._training_samples(trajectories, rewards)
+    samples, advantages, masks, counts = trainer._training_samples(trajectories, rewards)
     assert len(samples) == sum(len(t.turns) for t in trajectories) == 20
     per_trajectory = advantages.view(4, 5)
     assert torch.allclose(per_trajectory, per_trajectory[:, :1].expand(4, 5))  # one advantage per trajectory
-    assert pruned == 8  # two steps of each trajectory: s2 when right, s1 when wrong
+    assert counts.pruned == 8  # two steps of each trajectory: s2 when right, s1 when wrong (R = r here: no gating)
     record = trainer.rl_step()
     assert record["episodes"] == 4 and record["turns"] == 5.0 and record["pruned_turns"] == pytest.approx(0.4)
     assert record["logprob_gap"] < 1e-3  # the trainer's forward saw what the model saw

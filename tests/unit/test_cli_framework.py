@@ -74,7 +74,8 @@ def test_scripts_edit_sys_path_only_where_they_must_and_say_why():
 
 @pytest.mark.parametrize("script", ["bench_real_docs.py", "bench_search.py", "make_bench_corpus.py",
                                     "bench_plaid_libs.py", "bench_codecs.py", "bench_slides.py",
-                                    "attribute_misses.py", "robustness_run.py", "text_layer_survey.py"])
+                                    "attribute_misses.py", "robustness_run.py", "text_layer_survey.py",
+                                    "compare_algos.py"])
 def test_script_help_runs(script):
     """`--help` as a user runs it: the script's own process, from another folder (no reliance on the cwd)."""
     proc = subprocess.run([sys.executable, str(SCRIPTS / script), "--help"], capture_output=True, text=True,
@@ -137,6 +138,14 @@ def test_documented_bench_search_command_lines_parse():
     assert got["query_set"] == ["standard", "noisy"] and got["json_path"] == Path("rows.json") and got["append_json"]
     got = _parsed("bench_search", "--json rows.json --plot-only --plot scale.png --plot-methods exact fast:8:256")
     assert got["plot_only"] and got["plot_methods"] == ["exact", "fast:8:256"]
+
+
+def test_documented_compare_algos_command_lines_parse():
+    # docs/algorithms_tiny.md
+    got = _parsed("compare_algos", "--out runs/algos --steps 15 --seeds 0 1 2")
+    assert (got["out"], got["steps"], got["seeds"]) == (Path("runs/algos"), 15, [0, 1, 2])
+    got = _parsed("compare_algos", "--out runs/algos --steps 15 --report-only --agents vrag --algos grpo ggpo")
+    assert got["report_only"] and got["agents"] == ["vrag"] and got["algos"] == ["grpo", "ggpo"]
 
 
 def test_documented_bench_plaid_libs_command_line_parses():

@@ -163,10 +163,11 @@ def test_the_same_config_prunes_the_same_turns_locally_and_under_verl(tmp_path):
     cluster = plugin_settings(_composed("ggpo_qwen2_5_vl_7b"))
     assert local.algorithm_settings() == cluster.algorithm_settings == AlgorithmSettings("ggpo")
     t, reference = _trajectory_with_a_wasted_turn()
-    # the local trainer's mask code, and the verl agent loop's call (VRAGAgentLoop.run)
-    masks, pruned = LocalTrainer._loss_masks(SimpleNamespace(config=local), [t])
+    # the local trainer's mask code, and the verl agent loop's call (VRAGAgentLoop.run); the local trainer gates
+    # the mask by the advantage's sign, which for this correct episode is positive: the same turns
+    masks, counts = LocalTrainer._loss_masks(SimpleNamespace(config=local), [t], [0.5])
     under_verl = t.loss_mask(t.pruned_turns(cluster.algorithm_settings, t.reward.outcome, reference.reference_pages))
-    assert pruned == 1 and masks[0][0].tolist() == under_verl == [1] * 10 + [0] * 10 + [1] * 10
+    assert counts.pruned == 1 and masks[0][0].tolist() == under_verl == [1] * 10 + [0] * 10 + [1] * 10
 
 
 def test_unknown_or_misplaced_keys_are_refused_with_the_right_key_named(tmp_path):

@@ -3,7 +3,7 @@
 Both the local YAML run config (`vrag_rl.training.train.config`) and the `vrag:` section of a verl config
 (`vrag_rl.training.verl_plugins.settings`) say the same two things with the same keys:
 
-    algorithm: grpo | ggpo
+    algorithm: grpo | ggpo | gspo
     ggpo:
       correct_threshold: 0.5   # outcome score at which GGPO counts a trajectory as correct (r = 1)
 
@@ -12,6 +12,10 @@ cluster: the same prune mask (`Trajectory.ggpo_pruned_turns`) and the same objec
 (`vrag_rl.training.algos.objective.policy_objective`, equal to verl's `ppo_loss` with the loss settings below).
 
 An unknown key is refused with the keys that are allowed (and the closest one), never ignored.
+
+`gspo` is GGPO without the prune mask (GSPO's sequence ratio, "seq-mean-token-mean", nothing pruned): the
+baseline the VimRAG paper ablates GGPO against, so a comparison can tell the mask's effect from the objective's
+(docs/algorithms_tiny.md). On verl it is verl's own `gspo` loss with the `grpo` estimator.
 
 Why the threshold defaults to 0.5: GGPO's rule is stated for a binary outcome (r ∈ {0, 1}); for a binary
 outcome (exact match, a yes/no judge) every threshold in (0, 1] gives the same mask, so the default only
@@ -28,12 +32,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-ALGORITHMS = ("grpo", "ggpo")
+ALGORITHMS = ("grpo", "ggpo", "gspo")
 DEFAULT_CORRECT_THRESHOLD = 0.5
 
 # what each algorithm optimises, in verl's own vocabulary (actor.policy_loss.loss_mode, actor.loss_agg_mode)
-LOSS_MODE = {"grpo": "vanilla", "ggpo": "gspo"}
-LOSS_AGG_MODE = {"grpo": "token-mean", "ggpo": "seq-mean-token-mean"}
+LOSS_MODE = {"grpo": "vanilla", "ggpo": "gspo", "gspo": "gspo"}
+LOSS_AGG_MODE = {"grpo": "token-mean", "ggpo": "seq-mean-token-mean", "gspo": "seq-mean-token-mean"}
 
 _GGPO_KEYS = {"correct_threshold"}
 
@@ -77,7 +81,7 @@ class AlgorithmSettings:
 
     @property
     def loss_mode(self) -> str:
-        """verl's `actor.policy_loss.loss_mode` for this algorithm (GRPO: PPO-clip per token; GGPO: GSPO)."""
+        """verl's `actor.policy_loss.loss_mode` for this algorithm (GRPO: PPO-clip per token; GGPO, GSPO: GSPO)."""
         return LOSS_MODE[self.algorithm]
 
     @property

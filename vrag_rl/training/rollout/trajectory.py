@@ -55,24 +55,29 @@ class Trajectory:
     def num_model_tokens(self) -> int:
         return sum(self.response_mask)
 
-    def ggpo_pruned_turns(self, correct: bool, reference_evidence: set[str]) -> list[int]:
-        """The model turns GGPO removes from the loss (VimRAG's μ = 1), decided on the credit graph.
+    def ggpo_pruned_turns(self, correct: bool, reference_evidence: set[str],
+                          advantage: float | None = None) -> list[int]:
+        """The model turns GGPO removes from the loss (VimRAG's μ = 1), decided on the credit graph; sign-gated
+        by the trajectory's advantage (every turn of this one sequence has it) when given
+        (`vrag_rl.training.algos.ggpo.gate_by_advantage`).
 
         One place for the local trainer and the verl agent loop, so both prune the same turns.
         """
         n_turns = max(len(self.turn_spans), len(self.turn_records))
-        mask = ggpo_turn_mask(self.credit_graph, n_turns, correct, reference_evidence)
+        per_turn = None if advantage is None else [float(advantage)] * n_turns
+        mask = ggpo_turn_mask(self.credit_graph, n_turns, correct, reference_evidence, per_turn)
         return [turn for turn in range(len(self.turn_spans)) if mask[turn]]
 
     def pruned_turns(self, settings: AlgorithmSettings, outcome: float | None,
-                     reference_pages: Iterable[str]) -> list[int]:
-        """The turns the configured algorithm removes from the loss: none for GRPO (or an unscored episode),
-        GGPO's prune set for GGPO with `settings.is_correct(outcome)` as r. The local trainer and the verl
-        agent loop both call this, so one config prunes the same turns in both.
+                     reference_pages: Iterable[str], advantage: float | None = None) -> list[int]:
+        """The turns the configured algorithm removes from the loss: none for GRPO / GSPO (or an unscored
+        episode), GGPO's prune set for GGPO with `settings.is_correct(outcome)` as r, sign-gated when the
+        trajectory's `advantage` is given (the local trainer has it; verl's agent loop prunes before the group's
+        advantages exist). The local trainer and the verl agent loop both call this.
         """
         if not settings.prunes or outcome is None:
             return []
-        return self.ggpo_pruned_turns(settings.is_correct(outcome), set(reference_pages))
+        return self.ggpo_pruned_turns(settings.is_correct(outcome), set(reference_pages), advantage)
 
     def loss_mask(self, pruned_turns: Sequence[int] = ()) -> list[int]:
         """`response_mask` with the tokens of `pruned_turns` set to 0."""

@@ -4,7 +4,7 @@ Every knob of a local run lives here so a run is described by its file alone: th
 the agent (`AgentConfig` fields), the prompts, the reward (`RewardConfig`), the algorithm and the
 optimiser. Unknown keys are an error (a typo must not silently fall back to a default).
 
-The algorithm keys are the same as in the verl plugin's `vrag:` section (`algorithm: grpo | ggpo`,
+The algorithm keys are the same as in the verl plugin's `vrag:` section (`algorithm: grpo | ggpo | gspo`,
 `ggpo.correct_threshold`), read by the same function (`vrag_rl.training.algos.settings.algorithm_settings`).
 """
 from __future__ import annotations
@@ -42,7 +42,8 @@ class TrainConfig:
     tasks: str  # JSON list of {"id", "question", "answer", "reference_pages"}
     output_dir: str
     search_url: str = "http://127.0.0.1:8002"
-    algorithm: str = "grpo"  # "grpo" (token-level PPO-clip) | "ggpo" (GSPO sequence ratio + GGPO prune mask)
+    # "grpo" (token-level PPO-clip) | "ggpo" (GSPO sequence ratio + GGPO prune mask) | "gspo" (GGPO without the mask)
+    algorithm: str = "grpo"
     ggpo: GGPOSettings = field(default_factory=GGPOSettings)  # correct_threshold (default 0.5, see algos/settings)
     seed: int = 0
     steps: int = 100

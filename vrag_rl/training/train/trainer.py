@@ -31,8 +31,9 @@ The loss is `vrag_rl.training.algos.policy_objective`, verl 0.9.1's actor loss (
 on the same batch), with the step's batch as verl's mini-batch:
 - GRPO: token-level PPO-clip, "token-mean" over the batch's loss-mask tokens.
 - GGPO: the GGPO prune mask zeroing pruned turns (`Trajectory.pruned_turns`, the same call as the verl
-  agent loop), GSPO's sequence ratio over the kept tokens, "seq-mean-token-mean" divided by the
-  batch's number of trajectories, fully pruned ones included (as verl's `global_batch_size`).
+  agent loop, here sign-gated by the advantage: `vrag_rl.training.algos.ggpo`), GSPO's sequence ratio over the
+  kept tokens, "seq-mean-token-mean" divided by the batch's number of trajectories, fully pruned ones included
+  (as verl's `global_batch_size`). GSPO: the same objective with nothing pruned.
 - KL: low_var_kl to a frozen reference policy (the policy as RL starts — after any SFT warm start —
   or, with LoRA, the base model with adapters disabled), coefficient `kl_coef`, aggregated like the
   policy loss (as verl's `use_kl_loss`); entropy likewise with `entropy_coef`.
@@ -46,6 +47,7 @@ import random
 import shutil
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -66,6 +68,18 @@ from vrag_rl.training.train.metrics import MetricsLog
 from vrag_rl.training.train.sft import SFTSample, load_sft_file, record_to_sample
 
 ANSWERED = ("answered", "forced_answer")
+
+
+@dataclass(frozen=True)
+class PruneCounts:
+    """What the prune mask did to a step's turns, for the metrics: `pruned` left the loss; `spared` are the turns
+    the paper's literal mask would have pruned that the sign gate kept (their gradient had the other sign)."""
+
+    pruned: int = 0
+    spared: int = 0
+
+    def __add__(self, other: PruneCounts) -> PruneCounts:
+        return PruneCounts(self.pruned + other.pruned, self.spared + other.spared)
 
 
 def seed_everything(seed: int) -> None:
@@ -232,8 +246,8 @@ class LocalTrainer:
         return trajectories, list(rewards)
 
     def _training_samples(self, trajectories: list[Any], rewards: list[RewardBreakdown]) -> tuple[
-            list[Trajectory], torch.Tensor, list[torch.Tensor], int]:
-        """(the sequences the loss runs over, their advantages, their loss masks, the pruned-turn count).
+            list[Trajectory], torch.Tensor, list[torch.Tensor], PruneCounts]:
+        """(the sequences the loss runs over, their advantages, their loss masks, what the prune mask did).
 
         VRAG: one sequence per trajectory, GRPO advantages over the group's trajectories. A rebuilt-context agent
         (`vimrag.trainer`) overrides this: one sequence per step, the trajectory's advantage.
@@ -241,18 +255,22 @@ class LocalTrainer:
         totals = torch.tensor([r.total for r in rewards], dtype=torch.float32)
         advantages = grpo_advantages(totals, [t.group_id for t in trajectories],
                                      norm_by_std=self.config.norm_adv_by_std)
-        masks, pruned = self._loss_masks(trajectories)
-        return trajectories, advantages, masks, pruned
+        masks, counts = self._loss_masks(trajectories, [float(a) for a in advantages])
+        return trajectories, advantages, masks, counts
 
-    def _loss_masks(self, trajectories: list[Trajectory]) -> tuple[list[torch.Tensor], int]:
-        """Per trajectory: the loss mask (model tokens minus the algorithm's pruned turns); and the pruned count."""
+    def _loss_masks(self, trajectories: list[Trajectory],
+                    advantages: list[float]) -> tuple[list[torch.Tensor], PruneCounts]:
+        """Per trajectory: the loss mask (model tokens minus the algorithm's pruned turns, sign-gated by the
+        trajectory's advantage); and the counts of pruned and gate-spared turns."""
         settings = self.config.algorithm_settings()
-        masks, pruned = [], 0
-        for t in trajectories:
-            pruned_turns = t.pruned_turns(settings, t.reward.outcome, t.extra["reference"].reference_pages)
-            pruned += len(pruned_turns)
+        masks, counts = [], PruneCounts()
+        for t, advantage in zip(trajectories, advantages, strict=True):
+            pages = t.extra["reference"].reference_pages
+            pruned_turns = t.pruned_turns(settings, t.reward.outcome, pages, advantage)
+            literal = t.pruned_turns(settings, t.reward.outcome, pages)
+            counts += PruneCounts(len(pruned_turns), len(set(literal) - set(pruned_turns)))
             masks.append(torch.tensor([t.loss_mask(pruned_turns)], dtype=torch.float32))
-        return masks, pruned
+        return masks, counts
 
     def rl_step(self) -> dict[str, Any]:
         """One rollout + update step; returns its metrics record."""
@@ -261,7 +279,7 @@ class LocalTrainer:
         started = time.perf_counter()
         trajectories, rewards = asyncio.run(self._rollouts(self.step))
         rollout_s = time.perf_counter() - started
-        samples, advantages, masks, pruned = self._training_samples(trajectories, rewards)
+        samples, advantages, masks, counts = self._training_samples(trajectories, rewards)
         settings = cfg.algorithm_settings()
         token_den = max(float(sum(m.sum() for m in masks)), 1.0)
         sequence_den = float(len(samples))  # verl's global_batch_size: every sequence, fully pruned included
@@ -270,7 +288,7 @@ class LocalTrainer:
         sums = {"loss": 0.0, "kl": 0.0, "entropy": 0.0, "clipfrac": 0.0, "logprob_gap": 0.0}
         olds: dict[int, torch.Tensor] = {}
         refs: dict[int, torch.Tensor | None] = {}
-        grad_norm = 0.0
+        grad_norms: list[float] = []
         for epoch in range(cfg.ppo_epochs):
             last = epoch == cfg.ppo_epochs - 1
             for i, (t, adv, mask) in enumerate(zip(samples, advantages, masks)):
@@ -300,13 +318,21 @@ class LocalTrainer:
                     sums["logprob_gap"] = max(sums["logprob_gap"], float(gap.max()) if gap.numel() else 0.0)
                 if last:
                     sums["clipfrac"] += pg_metrics["clipfrac"] * float(mask.sum())
-            grad_norm = self._apply_gradients()
+            grad_norms.append(self._apply_gradients())
         self.step += 1
         for t in trajectories:
             self.episodes_log.append({"step": self.step, **t.summary()})
-        record = self._step_record(trajectories, rewards, advantages, sums, token_den, pruned)
-        record.update(grad_norm=grad_norm, skipped_steps=self.skipped_steps, rollout_s=round(rollout_s, 3),
-                      train_s=round(time.perf_counter() - started, 3))
+        record = self._step_record(trajectories, rewards, advantages, sums, token_den, counts.pruned)
+        model_tokens = max(float(sum(sum(s.response_mask) for s in samples)), 1.0)
+        record.update(
+            # the share of the model's tokens in the loss, and of those with a non-zero advantage (a group whose
+            # rewards are all equal has none): what the prune mask and the reward leave to learn from
+            kept_tokens=float(sum(m.sum() for m in masks)) / model_tokens,
+            signal_tokens=float(sum(m.sum() for m, a in zip(masks, advantages) if float(a) != 0.0)) / model_tokens,
+            spared_turns=counts.spared / max(sum(len(t.turn_records) for t in trajectories), 1),
+            grad_norm=grad_norms[-1] if grad_norms else 0.0, grad_norm_first=grad_norms[0] if grad_norms else 0.0,
+            skipped_steps=self.skipped_steps, rollout_s=round(rollout_s, 3),
+            train_s=round(time.perf_counter() - started, 3))
         return record
 
     def _step_record(self, trajectories: list[Trajectory], rewards: list[RewardBreakdown], advantages: torch.Tensor,
