@@ -11,7 +11,7 @@ import httpx
 import streamlit as st
 
 from demo.corpus_panel import corpus_panel
-from demo.render import page_style, render_event
+from demo.render import page_style, render_event, render_probable_region
 from demo.sample_questions import load_sample_questions, sample_question_buttons, take_clicked_question
 from demo.settings import DemoSettings
 
@@ -101,9 +101,14 @@ def run_question(settings: DemoSettings, question: str) -> None:
     with st.container(border=True):
         st.markdown(f"### {question}")
         try:
+            last_crop = None
             for event in make_agent(settings).stream(question, **settings.episode_overrides()):
                 events.append(event)
                 render_event(event)
+                if event.type == "crop":
+                    last_crop = event
+                elif event.type == "answer":
+                    render_probable_region(event, last_crop)
         except Exception as exc:  # noqa: BLE001 - the user sees a message, not a stack trace
             st.error(f"the agent stopped: {exc}")
     finish = next((e for e in reversed(events) if e.type == "finish"), None)

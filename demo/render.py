@@ -90,6 +90,18 @@ def render_answer(event) -> None:
         st.markdown("**Evidence**\n" + "\n".join(lines))
 
 
+def render_probable_region(answer, last_crop) -> None:
+    """Under a not-found answer: the last region the agent zoomed into, highlighted on its page — where the
+    answer probably is, though no page stated it (the stand-in zooms there before it gives up)."""
+    if last_crop is None or not is_not_found(answer.answer):
+        return
+    source = last_crop.source
+    st.info(f"**The answer is probably here:** the region the agent zoomed into last, on {source.page_id} "
+            f"(page pixels {list(last_crop.crop.page_box)}).")
+    st.image(draw_box(source.image, tuple(int(v) for v in last_crop.bbox), width=4),
+             caption=f"probable region on {source.page_id}", **IMAGE_LAYOUT)
+
+
 def render_error(event) -> None:
     text = f"{event.kind.replace('_', ' ')}: {event.message}"
     (st.error if event.fatal else st.warning)(text)

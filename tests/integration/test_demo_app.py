@@ -162,6 +162,19 @@ def test_not_found_is_not_shown_as_an_answer(app_env, scripted_policy):
     assert any("none held the answer" in c.value for c in app.caption)
 
 
+def test_not_found_shows_where_the_answer_probably_is(app_env, scripted_policy):
+    policy = scripted_policy(default=[
+        "<search>Kestrel Ridge solar plant</search>",
+        "<think>The closest region; the answer is probably here.</think><bbox>[20, 20, 300, 200]</bbox>",
+        "<answer>Sorry, I could not find the answer in the documents.</answer>"])
+    app = _ask(app_env(policy), "Who built the Kestrel Ridge solar plant?")
+    assert not app.success and any(w.value.startswith("**Not found:**") for w in app.warning)
+    probable = [i.value for i in app.info if "probably here" in i.value]
+    assert probable and "solar_energy_brief_3" in probable[0] and "page pixels" in probable[0]
+    captions = [c for image in app.image for c in image.captions]
+    assert captions[-1] == "probable region on solar_energy_brief_3"  # the page again, the region boxed
+
+
 def test_the_page_says_which_policy_answers(app_env, monkeypatch):
     from testkit.loopback import LoopbackServer
     from vrag_rl.serving.policy_server.app import create_app

@@ -395,6 +395,29 @@ def test_rule_based_reformulates_once_then_gives_up(rule_server):
     assert "<search>colour zebra's saddle</search>" in _reply(client, no_page)
 
 
+def test_rule_based_not_found_still_zooms_where_the_answer_probably_is(rule_server):
+    """A page that names the question's subject but not all of it: no answer, but after the last search the
+    policy zooms into the closest region (the episode's evidence, highlighted by the demo), then says not found."""
+    page, boxes = _page()
+    client = openai.OpenAI(base_url=rule_server.url + "/v1", api_key="none", max_retries=0)
+    question = "How many employees were there in the Porto office?"
+    messages: list[dict] = [{"role": "user", "content": f"Question: {question}"}]
+    first = _reply(client, messages)
+    messages += [{"role": "assistant", "content": first}, image_msg(data_url(page))]
+    second = _reply(client, messages)
+    assert "<search>" in second, second  # the reformulation comes first
+    messages += [{"role": "assistant", "content": second}, image_msg(data_url(page))]
+    third = _reply(client, messages)
+    match = re.search(r"probably.+<bbox>\[(\d+), (\d+), (\d+), (\d+)\]</bbox>$", third)
+    assert match, third
+    x1, y1, x2, y2 = map(int, match.groups())
+    lx1, ly1, lx2, ly2 = boxes[2]  # "Employees at year end: 1,870": the region that names the subject
+    assert x1 <= lx1 and y1 <= ly1 and x2 >= lx2 and y2 >= ly2 and y1 > boxes[1][1] and y2 < boxes[3][3]
+    crop = page.crop((x1, y1, x2, y2)).resize(((x2 - x1) * 2, (y2 - y1) * 2))
+    messages += [{"role": "assistant", "content": third}, image_msg(data_url(crop, "JPEG"), "Zoomed region.")]
+    assert _reply(client, messages).endswith(f"<answer>{NOT_FOUND}</answer>")
+
+
 def test_rule_based_bad_image_is_400(rule_server):
     messages = [{"role": "user", "content": "Question: x"}, {"role": "assistant", "content": "<search>x</search>"},
                 image_msg("data:image/png;base64," + base64.b64encode(b"garbage bytes").decode())]

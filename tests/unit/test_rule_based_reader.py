@@ -516,3 +516,52 @@ def test_a_plot_numbered_on_both_axes_and_its_legend():
     assert reading is not None and reading.answer == "lorem, ipsum, dolor"
     bare = _page(Region("h", "heading", (20, 17, 130, 41), "Line plots"), _plot(legend=False))
     assert Reader(None).read("Which series are in the legend of the line plot?", bare) is None
+
+
+@pytest.mark.parametrize("question, answer, evidence, kind, fits", [
+    # a time question wants a date or a year
+    ("When was the plant opened?", "the northern site", "It opened the northern site.", "text", False),
+    ("When was the plant opened?", "March 2019", "It opened in March 2019.", "text", True),
+    # a quantity: not a year alone, not a lone digit of running text, not a number cut out of a code
+    ("How much did revenue grow?", "2023", "Revenue 2023 grew 12%", "text", False),
+    ("What is the total dose?", "3", "See note 3 for the dose", "text", False),
+    ("What were the costs in Q2?", "8", "Costs 7 8", "table", True),  # a cell the question pins is a value
+    ("What is the total amount?", "33069", "CAS 33069-62-4 amount", "text", False),
+    ("How many sites are there?", "4", "There are 4 sites.", "text", True),
+    # a name: more than the question's own words; a value when the thing asked is a value; no date alone
+    ("Which layer holds the cache?", "layer", "The layer holds the cache.", "text", False),
+    ("Which engine makes PDF with pdfTeX?", "pdftex", "pdfTeX engine PDF pdftex", "table", True),
+    ("Which sample frequency is used?", "the default", "the default sample frequency", "text", False),
+    ("Which company built the plant?", "12 May 2020", "Built 12 May 2020", "text", False),
+    ("Which company built the plant?", "Acme Robotics", "Acme Robotics built it", "text", True),
+    ("Which colour does the alert use?", "You can use it to grab attention. It will typeset your content in red.",
+     "You can use it to grab attention. It will typeset your content in red.", "text", True),  # a sentence may say it
+    # a caption describes the figure; it is not the value or the name it shows
+    ("Which series is drawn dashed in Figure 8?", "Figure 8 shows the results of the second trial",
+     "Figure 8 shows the results of the second trial", "caption", False),
+    ("What does Figure 8 show?", "Figure 8 shows the results of the second trial",
+     "Figure 8 shows the results of the second trial", "caption", True),
+])
+def test_an_answer_is_a_span_of_the_type_asked(question, answer, evidence, kind, fits):
+    from vrag_rl.reader.question import question_form
+    from vrag_rl.reader.spans import span_fits
+
+    assert span_fits(answer, evidence, question, question_form(question), kind, pinned=kind == "table") is fits
+    if kind == "table" and answer.isdigit():  # a lone digit in a cell the question does not pin: an index, a label
+        assert not span_fits(answer, evidence, question, question_form(question), kind, pinned=False)
+
+
+@pytest.mark.parametrize("question, quantity, time", [
+    ("Combien d'employés compte l'entreprise ?", True, False),
+    ("¿Cuántos empleados tiene la empresa?", True, False),
+    ("Wie viele Mitarbeiter hat die Firma?", True, False),
+    ("회사의 직원은 몇 명입니까?", True, False),
+    ("Quand l'usine a-t-elle ouvert ?", False, True),
+    ("공장은 언제 문을 열었습니까?", False, True),
+    ("When the fan fails, what speed does the pump run at?", True, False),  # "when" sets the scene
+])
+def test_question_forms_in_other_languages_and_when_clauses(question, quantity, time):
+    from vrag_rl.reader.question import question_form
+
+    form = question_form(question)
+    assert (form.quantity, form.time) == (quantity, time)

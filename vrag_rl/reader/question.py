@@ -14,12 +14,15 @@ from vrag_rl.reader.terms import stem, words_of
 from vrag_rl.reader.values import Value
 
 _QUANTITY_PHRASE = re.compile(r"\bhow (many|much|long|far|old|big|large|high|tall|fast|heavy|often|wide|deep)\b|"
-                              r"多少|几[个项家次年天人种台倍]|多大|多高|多长|多远|多重|比例|占比|百分之|数量|规模")
+                              r"多少|几[个项家次年天人种台倍]|多大|多高|多长|多远|多重|比例|占比|百分之|数量|规模|"
+                              # the same form words in the other languages the reader meets (fr, es, de, nl, ko, ja)
+                              r"\bcombien\b|\bcu[aá]nt[oa]s?\b|\bwie (viele?|hoch|lang|gro[sß])\b|\bhoeveel\b|"
+                              r"몇|얼마|며칠|いくら|いくつ|何[個人回年日件台枚本]")
 QUANTITY_NOUNS = frozenset(
     "amount average budget capacity cost count debt dividend earnings fee growth height income length level "
     "margin number output pay percent percentage population power price profit proportion rate ratio rent revenue "
     "salary sales score share size speed spending sum tax temperature total turnover value volume wage weight "
-    "width yield dose duration frequency".split()
+    "width yield dose duration frequency distance".split()
 )
 PERCENT_NOUNS = frozenset("share percentage percent proportion rate ratio".split())
 MONEY_NOUNS = frozenset("revenue income profit cost price sales budget salary fee spending turnover dividend earnings "
@@ -30,7 +33,11 @@ _MONEY_CJK = re.compile(r"收入|营收|利润|成本|价格|费用|预算|工�
 # one it is a condition ("what is the result when only the user password is set")
 _TIME_PHRASE = re.compile(r"(?:^|[,;:]\s*)(?:since |until )?when\b|"
                           r"\b(what year|which year|what date|which date|in what year|what month)\b|"
-                          r"哪一?年|何时|什么时候|日期")
+                          r"哪一?年|何时|什么时候|日期|"
+                          r"\bquand\b|\bquelle (?:date|ann[ée]e)\b|\bcu[aá]ndo\b|\bqu[eé] (?:fecha|a[nñ]o)\b|"
+                          r"\bwann\b|\bwelche[mr]? (?:datum|jahr)\b|\bwanneer\b|\bwelk jaar\b|언제|날짜|いつ")
+# "When X happened, what speed was set?": the "when" clause sets the scene; the question asks what follows it
+_WHEN_CLAUSE = re.compile(r"^\s*when\b[^?,;]*,\s*(?=(?:what|which|who|how|where)\b)", re.I)
 _ENTITY_START = re.compile(r"^\s*(which|who|whom|whose|where)\b|\b(which|who|whom|whose)\b|"
                            r"哪一?[个些家里位所种类款条项列行部本名]|谁")
 _SUPERLATIVE_MAX = re.compile(r"\b(most|largest|highest|biggest|greatest|top|maximum|best|leading)\b|"
@@ -232,7 +239,8 @@ def question_form(question: str, titles: str = "") -> QuestionForm:
         entity = entity or not (measured or any(stem(w) in QUANTITY_NOUNS for w in words_of(q.split(" the ", 1)[0])))
     quantity = bool(_QUANTITY_PHRASE.search(q)) or (not entity and not _REASON.match(q) and any(
         stem(w) in QUANTITY_NOUNS or w in QUANTITY_NOUNS for w in words_of(q)))
-    time = bool(_TIME_PHRASE.search(q))
+    clause = _WHEN_CLAUSE.match(q)
+    time = bool(_TIME_PHRASE.search(q[clause.end():] if clause else q))
     if time:
         quantity = quantity and bool(_QUANTITY_PHRASE.search(q))
     kind = ""

@@ -125,7 +125,9 @@ class Reader:
             candidates = self._region_candidates(all_regions, question, form, ignore,
                                                  _defined_terms(layout.regions), parents)
             candidates += _captions_named(question, form, all_regions)
-        candidates = [c for c in candidates if c.fits and c.answer.strip()]
+        # an answer is a span of the type asked (a value with its unit, a date, a name), else no answer
+        candidates = [c for c in candidates if c.fits and c.answer.strip()
+                      and spans.span_fits(c.answer, c.evidence, question, form, c.kind, c.pinned)]
         # how rare a term is, is a property of the page, not of the part of it in view: weights over the whole
         # page's candidates, so that a zoom into a region reads it as the page did; answers from the view only
         weights = TermWeights(q_terms, [c.own for c in candidates])

@@ -366,3 +366,103 @@ def key_value(text: str, question: str) -> str:
     if not key_terms or not key_terms <= asked or not set(content_terms(value)) - asked:
         return ""
     return value.strip()
+
+
+# ---- the span-type gate: an answer is a span of the type the question asks, or no answer -------------------
+_TIME_HEADS = frozenset("date dates day days month months year years time season quarter".split())  # "which month"
+DATE_MAX_WORDS = 8  # a date, with a weekday or a time of day at most
+# a caption's own label ("Figure 8 shows …", "Table 2: …", 图 3): the description of the thing, never its value
+_CAPTION_START = re.compile(r"^\s*(fig(ure)?\.?|table|chart|exhibit)\s*[\dIVX]*\b|^\s*[图表]\s*\d", re.IGNORECASE)
+_BARE_YEAR = re.compile(r"^\s*(1[5-9]|20)\d\d\s*$")
+_BARE_DIGIT = re.compile(r"^\s*[-+]?\d\s*$")
+
+
+def _cut_from_token(answer: str, evidence: str) -> bool:
+    """Whether a number answer is cut out of a longer code in the evidence ("33069" of "33069-62-4",
+    "2721" of "2721-5058"): the number glued to more letters or digits by a hyphen, slash or dot."""
+    a = answer.strip()
+    if not a or not re.fullmatch(r"[\d,.]+", a):
+        return False
+    glued = False
+    for match in re.finditer(re.escape(a), evidence):
+        before, after = evidence[:match.start()], evidence[match.end():]
+        if re.match(r"[-/.]?[A-Za-z0-9]", after) or re.search(r"[A-Za-z0-9][-/.]?$", before):
+            glued = True
+            continue
+        return False  # printed on its own somewhere: a value
+    return glued
+
+
+# Nouns of a measured dimension: the answer is an amount in a unit of it, never a percentage
+DIMENSION_NOUNS = frozenset("distance length height width depth weight mass speed temperature duration frequency "
+                            "voltage current capacity size area volume".split())
+
+
+# "which value / which frequency …": the thing asked is an amount, so the answer holds a number
+VALUE_NOUNS = DIMENSION_NOUNS | frozenset("value number amount price rate percentage total".split())
+
+
+def asks_dimension(question: str) -> bool:
+    """Whether the question asks for a measured dimension ("what is the distance", "how long")."""
+    q = question.lower()
+    return bool(re.search(r"\bhow (long|far|tall|heavy|wide|deep|fast|old)\b", q)) or any(
+        w in DIMENSION_NOUNS or stem(w) in DIMENSION_NOUNS for w in words_of(q))
+
+
+def span_fits(answer: str, evidence: str, question: str, form: QuestionForm, kind: str = "text",
+              pinned: bool = False) -> bool:
+    """Whether `answer` is a span of the type the question asks for — the reader's last check before it
+    answers (a candidate that fails it is dropped: "not found" rather than a fragment of the wrong type):
+
+    * "when / what date / what year" (a time question): the answer holds a date or a year;
+    * a quantity ("how many / how much", "what is the total …"): the answer holds a number, and it is not a
+      year alone (a column header, not an amount), not a lone digit without a unit unless the question
+      counts ("how many": a line number, a footnote or a label otherwise; a table's cell that the question
+      pins by its row and column is a value), and not a number cut out of a longer code ("33069" of
+      "33069-62-4");
+    * a name ("who / which / where"): the answer holds a word the question does not (a span that only
+      repeats the question — its title, its own "which X" noun — names nothing; a table's cell may: the
+      question names the row, the cell the thing), is not a date alone, and holds a number when the thing
+      asked is a value ("which frequency"). A whole sentence may answer: the page may say the name only
+      in one (a cap on its words cost six right answers of the held-back half for none of the wrong ones);
+    * for all three, not a caption (it starts with its figure's or table's label: it describes the thing);
+    * any other question (what does X do, yes/no, what is shown): any span.
+
+    `kind` is the kind of region the answer was read from ("text", "table", "figure"); `pinned`: a table cell
+    whose row and column the question names.
+    """
+    text = answer.strip()
+    if not text:
+        return False
+    if form.yes_no:
+        return True
+    if (form.time or form.quantity or form.entity) and _CAPTION_START.match(text):
+        return False
+    values = values_in(text)
+    if form.time:
+        return (any(v.is_year or v.is_date for v in values) or bool(re.search(r"\d{4}", text))) and (
+            has_cjk(text) or len(text.split()) <= DATE_MAX_WORDS)
+    if form.quantity:
+        if values and all(v.is_percent for v in values) and form.kind != "percent" and asks_dimension(question):
+            return False  # "what is the distance": a length, not a share
+        if _BARE_YEAR.match(text):
+            return False
+        if _BARE_DIGIT.match(text) and not form.asks_amount and not (kind == "table" and pinned):
+            return False
+        if form.needs_number and not (values or number_words_in(text)):
+            return False
+        return not _cut_from_token(text, evidence)
+    if form.entity:
+        from vrag_rl.reader.relevance import terms_of  # (relevance imports nothing from here: no cycle)
+
+        asked = terms_of(question)
+        if kind != "table" and all(fuzzy_in(t, asked) for t in terms_of(text)) and not _BARE_DIGIT.match(text) \
+                and not re.fullmatch(r"\s*[A-Z0-9]\s*", text):
+            return False  # only the question's own words ("which layer" → "Layer")
+        head = which_head(question)[-1:] + which_head(question)[:1]  # the word after "which", the head noun
+        if any(stem(w) in VALUE_NOUNS or w in VALUE_NOUNS for w in head) and not (values or number_words_in(text)):
+            return False  # "which sample frequency": a value, not a label
+        if len(values) == 1 and values[0].is_date and values[0].text.strip() == text \
+                and not set(which_head(question)) & _TIME_HEADS:
+            return False  # a date alone answers "when", not "which"
+    return True

@@ -9,7 +9,9 @@ number of episodes):
    by the page id the agent's search-result line names; or the OCR layout of the image) and, when the
    page supports an answer, zoom (<bbox>) into the region it came from — a table cell with its headers,
    a sentence's band of a paragraph, a figure — so the demo shows where the answer is; when it does
-   not, search once more with the question's key words, then say "not found";
+   not, search once more with the question's key words; when that page does not either, zoom into the
+   region that matches the question best (the answer is probably there: the episode's evidence and the
+   demo show it), then say "not found";
 3. the zoomed crop is shown → read the regions inside it (the page's layout mapped through the crop;
    for an OCR layout, also the crop's own, sharper, OCR) and answer, or say "not found".
 
@@ -184,18 +186,38 @@ class RuleBasedBackend:
         if not found:
             if forced_to_answer(last_user):
                 return f"<think>The pages I saw do not answer this.</think><answer>{NOT_FOUND}</answer>"
-            return self._give_up(question, searches)
+            if searches < self.max_searches and search_terms(question):
+                return self._give_up(question, searches)
+            closest = self.closest(question, views[-1])
+            if closest is None:
+                return self._give_up(question, searches)
+            return (f'<think>No page states the answer; the closest region reads "{_clean(closest.evidence)}", '
+                    f"so the answer is probably here. I will zoom in to check it.</think>"
+                    f"{self._zoom(closest, views[-1])}")
         reading, view = max(found, key=lambda item: item[0].score)
         if view is not views[-1]:  # a <bbox> zooms into the most recent image only: answer from this one
             return (f'<think>Page {view.page_id or ""} reads "{_clean(reading.evidence)}".</think>'
                     f"<answer>{_clean(reading.answer)}</answer>")
+        where = {"table": "table", "figure": "figure"}.get(reading.kind, "text")
+        return (f'<think>The {where} reads "{_clean(reading.evidence)}", which answers the question; I will zoom '
+                f"in to check it.</think>{self._zoom(reading, view)}")
+
+    def _zoom(self, reading: Reading, view: View) -> str:
+        """The <bbox> action around the reading's region (padded, inside the image)."""
         x1, y1, x2, y2 = reading.box
         p = self.padding
         box = [max(0, int(x1) - p), max(0, int(y1) - p), min(view.image.width, int(x2 + 0.999) + p),
                min(view.image.height, int(y2 + 0.999) + p)]
-        where = {"table": "table", "figure": "figure"}.get(reading.kind, "text")
-        return (f'<think>The {where} reads "{_clean(reading.evidence)}", which answers the question; I will zoom '
-                f"in to check it.</think><bbox>[{box[0]}, {box[1]}, {box[2]}, {box[3]}]</bbox>")
+        return f"<bbox>[{box[0]}, {box[1]}, {box[2]}, {box[3]}]</bbox>"
+
+    def closest(self, question: str, view: View) -> Reading | None:
+        """The region of a whole page that matches the question best though it does not support an answer
+        (some of the question's terms found there), or None: where the answer probably is."""
+        if view.is_crop:
+            return None
+        layout, frame, _ = self.layouts.page(view.page_id, view.root)
+        shown = map_layout(layout, frame, view.image.size)
+        return next((r for r in self.reader.rank(question, shown) if r.coverage > 0), None)
 
     def read(self, question: str, view: View) -> Reading | None:
         """The reader's answer from what `view` shows (boxes in the view's pixels), or None."""
