@@ -24,11 +24,19 @@ SHARED_CORPUS = SHARED_DIR / "data" / "vrag_example_corpus"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Files that hold a `slow` test run first, each file's tests in their own order. With two workers
-    (scripts/run_tests.sh: `-n 2 --dist loadfile`) the longest files — verl's own trainer on the CPU above
-    all — start while the short ones fill the other worker, instead of one long file ending the run alone."""
+    """Files that hold a `slow` test run first — first of all those with a test that sets a longer timeout
+    than the suite's (verl's own trainer on the CPU) — each file's tests in their own order. With two workers
+    (scripts/run_tests.sh: `-n 2 --dist loadfile --no-loadscope-reorder`) the longest files start while the
+    short ones fill the other worker, instead of one long file ending the run alone."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)  # stable: every file keeps its order
+    # a test that declares its own timeout above the suite's expects to run longest: its file goes first of all
+    longest: dict[Path, float] = {}
+    for item in items:
+        marker = item.get_closest_marker("timeout")
+        if marker is not None and marker.args:
+            longest[item.path] = max(longest.get(item.path, 0.0), float(marker.args[0]))
+    # stable: every file keeps its order
+    items.sort(key=lambda item: (-longest.get(item.path, 0.0), item.path not in slow_files))
 
 
 @pytest.fixture(scope="session")
