@@ -59,7 +59,7 @@ from vrag_rl.training.verl_plugins.episode_loop import (
     task_from_row,
 )
 from vrag_rl.training.verl_plugins.generate import ServerManagerGenerate
-from vrag_rl.training.verl_plugins.settings import PluginSettingsError, plain_config
+from vrag_rl.training.verl_plugins.settings import PluginSettingsError, plain_sections
 
 _VIMRAG_KEYS = {"agent", "prompts", "text_tokens"}
 
@@ -74,9 +74,17 @@ class VimRAGPluginSettings:
     text_tokens: int
 
 
+# what `vimrag_plugin_settings` reads of the trainer config (and `check_trajectory_mini_batches` of the actor)
+SETTINGS_PATHS = ("vimrag", "data", "algorithm.adv_estimator", "trainer.use_v1", "trainer.n_gpus_per_node",
+                  "trainer.nnodes", "vrag.reward", "actor_rollout_ref.rollout.n",
+                  *(f"actor_rollout_ref.actor.{key}" for key in ("ppo_mini_batch_size", "use_dynamic_bsz",
+                                                                 "ppo_max_token_len_per_gpu",
+                                                                 "ulysses_sequence_parallel_size")))
+
+
 def vimrag_plugin_settings(config: Any) -> VimRAGPluginSettings:
     """Read and validate `config.vimrag` against verl's prompt and response lengths."""
-    root = plain_config(config)
+    root = plain_sections(config, SETTINGS_PATHS)
     section = root.get("vimrag") if isinstance(root, dict) else None
     if not isinstance(section, dict):
         raise PluginSettingsError("vimrag_agent needs a `vimrag:` section; start from configs/verl/*vimrag*.yaml")

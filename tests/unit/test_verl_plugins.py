@@ -232,3 +232,18 @@ def test_reward_grpo_ggpo_and_verls_policy_loss_on_one_batch(batch, composed):
         assert torch.isfinite(loss) and grad[loss_mask == 0].abs().sum() == 0, mode  # observations, pruned turns
         nonzero_rows = [r for r in range(6) if advantages[r].abs().sum() > 0]
         assert all(grad[r][loss_mask[r] == 1].abs().sum() > 0 for r in nonzero_rows), mode
+
+
+def test_settings_read_only_their_sections_of_the_trainer_config():
+    """An agent loop per trajectory reads its settings: only the sections it needs are converted, and they
+    equal what converting the whole config gives (interpolations resolved, missing paths left out)."""
+    from omegaconf import OmegaConf
+
+    from vrag_rl.training.verl_plugins.settings import plain_config, plain_sections
+
+    cfg = OmegaConf.create({"data": {"len": 8, "twice": "${data.len}"}, "vrag": {"search": {"url": "http://h:1"}},
+                            "actor_rollout_ref": {"rollout": {"n": 4, "big": list(range(100))}}})
+    got = plain_sections(cfg, ["vrag", "data", "actor_rollout_ref.rollout.n", "absent.key"])
+    whole = plain_config(cfg)
+    assert got == {"vrag": whole["vrag"], "data": {"len": 8, "twice": 8}, "actor_rollout_ref": {"rollout": {"n": 4}}}
+    assert plain_sections(whole, ["data.twice"]) == {"data": {"twice": 8}}  # a plain dict config reads the same
