@@ -377,17 +377,23 @@ def test_rule_based_search_zoom_answer(rule_server):
     assert answer and "1,870" in answer.group(1) and "year" not in answer.group(1).lower(), third
 
 
+def _search_twice_on(client: openai.OpenAI, question: str, page: Image.Image) -> tuple[list[dict], list[str]]:
+    """The conversation where both searches bring `page`: the messages so far and the policy's three replies
+    (the first search, what it does after the page, what it does after the page again)."""
+    messages: list[dict] = [{"role": "user", "content": f"Question: {question}"}]
+    replies = [_reply(client, messages)]
+    for _ in range(2):
+        messages += [{"role": "assistant", "content": replies[-1]}, image_msg(data_url(page))]
+        replies.append(_reply(client, messages))
+    return messages, replies
+
+
 def test_rule_based_reformulates_once_then_gives_up(rule_server):
     page, _ = _page()
     client = openai.OpenAI(base_url=rule_server.url + "/v1", api_key="none", max_retries=0)
     question = "What colour is the zebra's saddle?"
-    messages: list[dict] = [{"role": "user", "content": f"Question: {question}"}]
-    first = _reply(client, messages)
-    messages += [{"role": "assistant", "content": first}, image_msg(data_url(page))]
-    second = _reply(client, messages)
+    messages, (first, second, third) = _search_twice_on(client, question, page)
     assert re.search(r"<search>colour zebra's saddle</search>$", second), second
-    messages += [{"role": "assistant", "content": second}, image_msg(data_url(page))]
-    third = _reply(client, messages)
     assert third.endswith(f"<answer>{NOT_FOUND}</answer>")
     # a search that brought no page at all: the reformulation is still tried once
     no_page = [{"role": "user", "content": f"Question: {question}"}, {"role": "assistant", "content": first},
@@ -401,13 +407,8 @@ def test_rule_based_not_found_still_zooms_where_the_answer_probably_is(rule_serv
     page, boxes = _page()
     client = openai.OpenAI(base_url=rule_server.url + "/v1", api_key="none", max_retries=0)
     question = "How many employees were there in the Porto office?"
-    messages: list[dict] = [{"role": "user", "content": f"Question: {question}"}]
-    first = _reply(client, messages)
-    messages += [{"role": "assistant", "content": first}, image_msg(data_url(page))]
-    second = _reply(client, messages)
+    messages, (_, second, third) = _search_twice_on(client, question, page)
     assert "<search>" in second, second  # the reformulation comes first
-    messages += [{"role": "assistant", "content": second}, image_msg(data_url(page))]
-    third = _reply(client, messages)
     match = re.search(r"probably.+<bbox>\[(\d+), (\d+), (\d+), (\d+)\]</bbox>$", third)
     assert match, third
     x1, y1, x2, y2 = map(int, match.groups())
