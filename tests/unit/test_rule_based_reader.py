@@ -565,3 +565,24 @@ def test_question_forms_in_other_languages_and_when_clauses(question, quantity, 
 
     form = question_form(question)
     assert (form.quantity, form.time) == (quantity, time)
+
+
+def test_below_the_confidence_threshold_the_reader_answers_nothing():
+    question = "How many vessels called at the container yard?"
+    best = Reader(None).read(question, REPORT)
+    assert best is not None and best.answer == "633"
+    assert Reader(None, min_score=best.score).read(question, REPORT) == best
+    assert Reader(None, min_score=best.score + 0.01).read(question, REPORT) is None
+
+
+def test_the_stand_in_is_confident_only_with_an_embedder():
+    """The calibrated threshold is on scores that hold the embedder's cosine: without one, none applies."""
+    from vrag_rl.reader.relevance import CONFIDENT_SCORE
+
+    class Constant:
+        def embed_queries(self, texts):
+            return [[1.0, 0.0] for _ in texts]
+
+    assert RuleBasedBackend(embedder=None).reader.min_score == 0.0
+    assert RuleBasedBackend(embedder=Constant()).reader.min_score == CONFIDENT_SCORE
+    assert RuleBasedBackend(embedder=Constant(), min_score=0.3).reader.min_score == 0.3

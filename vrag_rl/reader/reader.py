@@ -39,12 +39,14 @@ from vrag_rl.reader.question import (
 )
 from vrag_rl.reader.relevance import MIN_COVERAGE, Embedder, TermWeights, terms_of
 from vrag_rl.reader.rewrite import folded, joined
+from vrag_rl.reader.rows import RowValue, row_values
 from vrag_rl.reader.terms import CJK_RUN, content_terms, fuzzy_in
 from vrag_rl.reader.values import number_of
 
 TEXT_KINDS = ("text", "heading", "list", "caption")
 _YEAR = re.compile(r"(1[5-9]|20)\d\d")
 TITLE_WORDS = 12  # a title is a line, not a paragraph: at most this many words
+_WORD = re.compile(r"[^\W\d_]")  # a letter of any script
 
 
 @dataclass
@@ -84,13 +86,17 @@ class Reader:
     """Reads answers off page layouts (see the module doc). `embedder`: an object with
     `embed_queries(texts)` (e.g. `search_engine.embedders.text.SentenceEmbedder`), or None for terms only."""
 
-    def __init__(self, embedder: Any | None = None):
+    def __init__(self, embedder: Any | None = None, min_score: float = 0.0):
         self.embedder = Embedder(embedder)
+        self.min_score = min_score
 
     def read(self, question: str, layout: PageLayout, within: Box | None = None, context: str = "") -> Reading | None:
-        """The best supported answer on the page (only from regions meeting `within`, when given), or None.
+        """The best supported answer on the page (only from regions meeting `within`, when given), or None:
+        supported is at least MIN_COVERAGE of the question's terms, and a score of at least `min_score` (the
+        caller's confidence threshold, `relevance.CONFIDENT_SCORE`; 0 answers whatever is supported).
         `context`: text around what `layout` shows (a crop's page title), half credit like a running header."""
-        return next((r for r in self.rank(question, layout, within, context) if r.coverage >= MIN_COVERAGE), None)
+        best = next((r for r in self.rank(question, layout, within, context) if r.coverage >= MIN_COVERAGE), None)
+        return best if best is not None and best.score >= self.min_score else None
 
     def rank(self, question: str, layout: PageLayout, within: Box | None = None, context: str = "") -> list[Reading]:
         """Every candidate answer that fits the question's form, best first (supported or not)."""
@@ -125,6 +131,8 @@ class Reader:
             candidates = self._region_candidates(all_regions, question, form, ignore,
                                                  _defined_terms(layout.regions), parents)
             candidates += _captions_named(question, form, all_regions)
+            if form.wants_value and not form.time:
+                candidates += self._printed_rows(layout.regions, question, form, ignore)
         # an answer is a span of the type asked (a value with its unit, a date, a name), else no answer
         candidates = [c for c in candidates if c.fits and c.answer.strip()
                       and spans.span_fits(c.answer, c.evidence, question, form, c.kind, c.pinned)]
@@ -151,6 +159,8 @@ class Reader:
                 continue  # the question names its subject by an identifier the evidence does not print
             if candidate.answer == candidate.evidence and not terms_of(candidate.answer) - all_terms:
                 continue  # only the question's own words (a title): it cannot hold an answer
+            if candidate.kind == "text" and not _WORD.search(candidate.evidence):
+                continue  # a number printed alone says nothing of what it counts: its row says (`rows`)
             if candidate.answer == candidate.evidence and _names_one_item(candidate.answer, all_terms):
                 continue  # a list that only names what is asked about among others says nothing of it
             coverage = weights.coverage(candidate.found, page_terms | candidate.context)
@@ -202,7 +212,7 @@ class Reader:
 
     def _table(self, region: Region, question: str, form: QuestionForm, context: str,
                ignore: frozenset[str]) -> list[_Candidate]:
-        region = tables.table_regions_from_text(region)
+        region = tables.unstacked_rows(tables.table_regions_from_text(region))
         grid = tables.grid_of(region)
         if grid is None:
             return _text(region, question, form, context, ignore=ignore)
@@ -278,6 +288,66 @@ class Reader:
                                           terms_of(f"{col_label} {cell.text}"), True, True, 0.1, half,
                                           named=bool(cell_terms & ids)))
         return out
+
+
+    def _printed_rows(self, regions: list[Region], question: str, form: QuestionForm,
+                      ignore: frozenset[str]) -> list[_Candidate]:
+        """Values of tables nobody found (`rows`): each value with its row's label and its column's header,
+        read as a table's cell is — pinned when the question names its row and, where the row prints
+        several values, its column (by a term, else the embedder's closest header of that row)."""
+        q_terms = set(content_terms(question))
+        asked_years = set(_years_in(question))
+        found = row_values(regions)
+        by_label: dict[int, list[RowValue]] = {}
+        for item in found:
+            by_label.setdefault(id(item.label), []).append(item)
+        out: list[_Candidate] = []
+        for same_row in by_label.values():
+            # a row is named by its label's words; what the label adds in brackets is its unit or a note
+            # ("净利润(百万元)", "Flight Operation Rate (%)"), which many rows share
+            label = re.sub(r"[(（][^()（）]*[)）]", " ", same_row[0].label.text).strip() or same_row[0].label.text
+            if not q_terms & (terms_of(label) - ignore):
+                continue  # a row the question does not name
+            # what heads every value of the row (the statement's title, its unit) locates no column: half
+            # credit, like a running title; a column is named by what its header alone prints
+            headers = [terms_of(item.header) - terms_of(label) - ignore for item in same_row]
+            shared = set.intersection(*headers) if len(headers) > 1 else set()
+            own = [h - shared for h in headers]
+            # a column headed by another period than the one the question names is not the one asked
+            periods = [set(_years_in(item.header)) for item in same_row]
+            col_hit = [bool(q_terms & h) or bool(asked_years & p) for h, p in zip(own, periods)]
+            other = [bool(asked_years) and bool(p) and not asked_years & p for p in periods]
+            if len(same_row) > 1 and not any(col_hit):
+                texts = [" ".join(sorted(h)) for h in own]
+                if any(texts):
+                    scores = self.embedder.cosines(question, texts)
+                    if float(scores.max()) > 0:
+                        col_hit[int(scores.argmax())] = True
+            for item, column, hit, elsewhen in zip(same_row, own, col_hit, other):
+                if elsewhen:
+                    continue
+                answer, fit = spans.answer_span(item.value.text, question, form, ignore)
+                if not fit:
+                    continue
+                answer = item.value.text  # the cell as printed: "(4,207)" is a negative, "¥233,512" yen
+                pinned = hit or len(same_row) == 1
+                evidence = " | ".join(t for t in (item.label.text, item.header) if t) + f": {item.value.text}"
+                box = union([item.value.box, item.label.box, *item.header_boxes])
+                mine = terms_of(item.label.text) | column  # the unit in brackets counts as what it says
+                # the more of the row's label the question says, the surer the row ("Net profit", not "Net
+                # changes in the fair value of cash flow hedges" for "what net profit")
+                named_share = len(terms_of(label) & q_terms) / max(1, len(terms_of(label)))
+                out.append(_Candidate(answer, evidence, box, item.value.region_id, "table",
+                                      f"{label} {' '.join(sorted(column))} {item.value.text}",
+                                      mine | terms_of(item.value.text), mine, True, pinned,
+                                      (0.1 if fit == 2 else 0.0) + 0.2 * named_share, shared,
+                                      named=hit and len(same_row) > 1))
+        return out
+
+
+def _years_in(text: str) -> list[str]:
+    """The years a text names ("FY2020", "2022E", "2020年" → "2020")."""
+    return re.findall(r"(?<!\d)(?:19|20)\d\d(?!\d)", text)
 
 
 def _key_terms(question: str) -> set[str]:
@@ -521,10 +591,20 @@ def _text(region: Region, question: str, form: QuestionForm, context: str, kind:
         if referent and answer == sentence.text:  # no span read out: what the pronoun stands for is part of
             answer = evidence = f"{previous} {sentence.text}"  # the answer ("Data may be missing. This makes…")
         out.append(_Candidate(answer, evidence, _band(region, sentence), region.region_id, kind,
-                              sentence.text, terms_of(f"{sentence.text} {around}"),
+                              _with_heading(sentence.text, context), terms_of(f"{sentence.text} {around}"),
                               terms_of(sentence.text), fit > 0, True, bonus, referent))
         previous = sentence.text
     return out
+
+
+SHORT_LINE = 4  # words: a line this short ("Bicycle 12%") means what its heading says it is
+
+
+def _with_heading(text: str, context: str) -> str:
+    """What the embedder compares with the question: a sentence says what it means itself, a short line
+    ("Bicycle 12%", "Net sales 1,204") only under its heading ("Commute mode share"), as a table's cell is
+    compared with its row and column headers."""
+    return f"{context}: {text}" if context and len(text.split()) <= SHORT_LINE else text
 
 
 # A sentence that opens on a pronoun or a demonstrative refers back (English and Chinese, general language)

@@ -25,6 +25,14 @@ from vrag_rl.reader.terms import content_terms, fuzzy_in
 # value fitted to any document set.
 MIN_COVERAGE = 0.5
 
+# How sure the reader must be to answer when it reads with a sentence embedder: the score (`Reader.rank`:
+# coverage + a quarter of the evidence's own coverage + half the cosine + the form's bonuses) below which
+# the stand-in says "not found". Unlike MIN_COVERAGE this is fitted: calibrated on the development half of
+# the world set (docs/benchmarks.md) as the most right answers with at most 15 % wrong there, then
+# measured on the held-back half, which was never used to choose it. Without an embedder the scores have
+# no cosine term and no threshold applies.
+CONFIDENT_SCORE = 1.0
+
 
 class TermWeights:
     """Smoothed inverse document frequency of the question's terms over the units of one page: a term

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from search_engine.page_layout import Box, Region, TableCell
+from vrag_rl.reader.rows import is_value
 from vrag_rl.reader.values import number_of
 
 
@@ -74,9 +75,20 @@ def grid_of(region: Region) -> Grid | None:
             header_rows = 1
         elif all(c.is_header for c in cells.values() if c.row == 0):
             header_rows = 1
+    if n_cols > 1 and n_rows > 2:
+        # a title row, a group row and the column names above the first row of values: all headers
+        first_values = next((r for r in range(n_rows) if any(
+            is_value(cells[(r, c)].text) for c in range(1, n_cols) if (r, c) in cells)), 0)
+        value_rows = [any(is_value(cells[(r, c)].text) for c in range(1, n_cols) if (r, c) in cells)
+                      for r in range(first_values, n_rows)]
+        # …when the rows below are a table of values (most rows print one), not rows of words with a number
+        if header_rows < first_values <= 3 and len(value_rows) >= 2 and sum(value_rows) >= 0.8 * len(
+                value_rows) and not any(is_value(c.text) for c in cells.values() if c.row < first_values):
+            header_rows = first_values
     if header_cols == 0 and n_cols > 1:
         first = [cells[(r, 0)].text for r in range(header_rows, n_rows) if (r, 0) in cells]
-        if first and sum(not _numeric(t) for t in first) >= max(1, len(first) * 2 // 3):
+        # periods label rows as words do ("FY2014", "Apr-2015")
+        if first and sum(_label_like(t) for t in first) >= max(1, len(first) * 2 // 3):
             header_cols = 1
     grid = Grid(cells, header_rows, header_cols, n_rows, n_cols)
     for r in range(n_rows):
@@ -106,6 +118,40 @@ def table_regions_from_text(region: Region) -> Region:
                                                 x1 + (c + 1) * width, y1 + (r + 1) * (y2 - y1) / n)))
     return Region(region.region_id, region.kind, region.box, region.text, region.caption, cells,
                   region.header_rows, region.header_cols)
+
+
+def unstacked_rows(region: Region) -> Region:
+    """A table whose rulings frame blocks of rows, each printed row of a block written into the same
+    ruled cells ("FY2013 FY2014" beside "7,723,293 7,793,704": a data sheet ruled by quarter), split into
+    its printed rows: a ruled row whose filled cells all hold the same number k ≥ 2 of words, values in
+    all but its first cell, becomes k rows, each cell's box cut into k bands. Unchanged otherwise."""
+    if not region.cells:
+        return region
+    by_row: dict[int, list[TableCell]] = {}
+    for cell in region.cells:
+        by_row.setdefault(cell.row, []).append(cell)
+    out: list[TableCell] = []
+    shift = 0
+    for row in sorted(by_row):
+        cells = by_row[row]
+        filled = [c for c in cells if c.text.strip()]
+        counts = {len(c.text.split()) for c in filled}
+        k = counts.pop() if len(counts) == 1 else 1
+        values = [c for c in filled if c.col > min(f.col for f in filled)] if filled else []
+        if k < 2 or not values or not all(all(_numeric(w) for w in c.text.split()) for c in values):
+            out += [TableCell(c.row + shift, c.col, c.text, c.box, c.is_header) for c in cells]
+            continue
+        for c in cells:
+            words = c.text.split() or [""] * k
+            x1, y1, x2, y2 = c.box
+            step = (y2 - y1) / k
+            out += [TableCell(c.row + shift + i, c.col, words[i], (x1, y1 + i * step, x2, y1 + (i + 1) * step),
+                              c.is_header) for i in range(k)]
+        shift += k - 1
+    if not shift:
+        return region
+    return Region(region.region_id, region.kind, region.box, region.text, region.caption, out,
+                  region.header_rows, region.header_cols, region.labels)
 
 
 def _row_parts(text: str) -> tuple[str, str] | None:

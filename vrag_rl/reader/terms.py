@@ -38,8 +38,16 @@ def words_of(text: str) -> list[str]:
     return _LATIN.findall(fold(text).lower())
 
 
+# English month names as tables abbreviate them ("Aug-2015" for "August 2015")
+_MONTHS = {m: m[:3] for m in "january february march april june july august september october november "
+           "december".split()} | {"sept": "sep"}
+
+
 def stem(word: str) -> str:
-    """Crude plural/verb -s folding, so "produces" matches "produce" and "plants" matches "plant"."""
+    """Crude plural/verb -s folding, so "produces" matches "produce" and "plants" matches "plant"; a
+    month's name folds to its abbreviation."""
+    if word in _MONTHS:
+        return _MONTHS[word]
     if word.endswith(("'s", "’s")):
         word = word[:-2]
     if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")) and not word[-2].isdigit():

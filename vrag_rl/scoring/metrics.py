@@ -29,14 +29,16 @@ def normalize_answer(text: str | None) -> str:
     """SQuAD v1.1 normalisation (Rajpurkar et al. 2016, official eval script).
 
     Lowercase, drop punctuation (ASCII and Unicode), drop the articles a/an/the, collapse whitespace: so
-    "The $341 million." and "341 million" differ only by the "$".
+    "The $341 million." and "341 million" (and "¥341 million") normalise alike.
     """
     if not text:
         return ""
     text = text.lower()
     # ASCII punctuation as SQuAD, plus every Unicode punctuation mark (full-width 。，、： and the like),
-    # so "样式为 beta。" contains "beta" as "... beta." does
-    text = "".join(ch for ch in text if ch not in _PUNCT and not unicodedata.category(ch).startswith("P"))
+    # so "样式为 beta。" contains "beta" as "... beta." does; and every currency sign, as SQuAD drops "$"
+    # ("¥2,870,611" holds "2,870,611" as "$2,870,611" does)
+    text = "".join(ch for ch in text if ch not in _PUNCT and not unicodedata.category(ch).startswith("P")
+                   and unicodedata.category(ch) != "Sc")
     text = _ARTICLES.sub(" ", text)
     return " ".join(text.split())
 

@@ -34,7 +34,7 @@ from vrag_rl.reader import Reader, Reading
 from vrag_rl.reader.geometry import crop_box_of, map_layout
 from vrag_rl.reader.layouts import PageLayouts
 from vrag_rl.reader.question import question_form
-from vrag_rl.reader.relevance import terms_of
+from vrag_rl.reader.relevance import CONFIDENT_SCORE, terms_of
 from vrag_rl.reader.spans import anchor_term, answer_span
 from vrag_rl.reader.terms import search_terms
 from vrag_rl.serving.policy_server.conversation import NOT_FOUND, forced_to_answer, limit_words, page_id_of, question_of
@@ -132,18 +132,21 @@ class RuleBasedBackend:
     `SentenceEmbedder`, an object with `embed_queries(texts)`, or None for terms only. `lang`: OCR
     languages (tesseract spec or "auto"; default env VRAG_OCR_LANG, else "auto"). `search_url`: the
     search server to fetch page layouts from (default env VRAG_SEARCH_URL; none: OCR the images).
+    `min_score`: the reader's confidence threshold (default `relevance.CONFIDENT_SCORE` with an embedder,
+    0 without): below it the stand-in says "not found" rather than risk a wrong answer.
     """
 
     description = DESCRIPTION
 
     def __init__(self, padding: int = 12, lang: str | None = None, max_searches: int = 2,
-                 embedder: Any | None = "minilm", search_url: str | None = None):
+                 embedder: Any | None = "minilm", search_url: str | None = None, min_score: float | None = None):
         # one tesseract process per core at most: more only makes every request slower
         self.max_concurrency = max(1, os.cpu_count() or 1)
         self.padding = padding
         self.max_searches = max_searches  # the question, then one reformulation
         self.layouts = PageLayouts(search_url if search_url is not None else os.environ.get(SEARCH_URL_ENV), lang)
         self._embedder_spec = embedder
+        self.min_score = min_score  # None: CONFIDENT_SCORE with an embedder, 0 without (see `relevance`)
         self._reader: Reader | None = None
         self._lock = threading.Lock()
 
@@ -157,7 +160,9 @@ class RuleBasedBackend:
                     from search_engine.embedders.text import SentenceEmbedder
 
                     spec = SentenceEmbedder(spec, device="cpu")
-                self._reader = Reader(spec)
+                min_score = self.min_score if self.min_score is not None else (
+                    CONFIDENT_SCORE if spec is not None else 0.0)
+                self._reader = Reader(spec, min_score)
             return self._reader
 
     def generate(self, messages: list[ChatMessage], params: GenerationParams) -> Generation:
