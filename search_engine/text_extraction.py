@@ -12,7 +12,7 @@ from types import ModuleType
 from PIL import Image
 
 from search_engine.documents import DocumentError, MissingToolError
-from search_engine.ocr_languages import choose_languages
+from search_engine.ocr_languages import choose_languages, script_of_text
 from search_engine.ocr_polarity import dark_bands, inverted
 
 TESSERACT_HINT = "OCR needs the tesseract binary: apt-get install tesseract-ocr tesseract-ocr-eng"
@@ -213,7 +213,9 @@ def ocr_page(image: Image.Image, lang: str | None = None, config: str = "") -> O
     "auto" chooses per page. English first: a page it reads well is Latin script and is done (no extra pass on
     the common case). Otherwise tesseract's script detection (OSD) names the script and the page is read again
     with that script's packs plus English (`ocr_languages.choose_languages`), and that reading replaces the
-    English one when it is clearly more confident (AUTO_SCRIPT_MARGIN). When OSD cannot tell, names a script
+    English one when it is clearly more confident (AUTO_SCRIPT_MARGIN). When OSD names Latin though English
+    reads poorly (a Chinese slide full of code), the packs of AUTO_FALLBACK_SCRIPTS each read it once and one
+    replaces English only by that same margin. When OSD cannot tell, names a script
     without an installed pack, or a script the table does not know, the installed packs of
     AUTO_FALLBACK_SCRIPTS are tried and the most confident reading kept (what "auto" always did); a missing
     pack is named in the result."""
@@ -228,12 +230,23 @@ def ocr_page(image: Image.Image, lang: str | None = None, config: str = "") -> O
         return OcrReading(best, best_lang, "Latin")
     detected = detect_script(rgb)
     choice = choose_languages(detected[0], have) if detected else None
-    if choice is not None and not choice.missing:
-        if choice.lang != best_lang:
-            lines = _read_lines(rgb, choice.lang, config)
-            if mean_confidence(lines) >= best_confidence + AUTO_SCRIPT_MARGIN or not best:
-                return OcrReading(lines, choice.lang, choice.script)
+    if choice is not None and not choice.missing and choice.lang != best_lang:
+        lines = _read_lines(rgb, choice.lang, config)
+        if mean_confidence(lines) >= best_confidence + AUTO_SCRIPT_MARGIN or not best:
+            return OcrReading(lines, choice.lang, choice.script)
         return OcrReading(best, best_lang, choice.script)
+    if choice is not None and not choice.missing:
+        # OSD names the script English reads (Latin) though English reads the page poorly: a CJK slide
+        # whose code and product names outweigh its characters for OSD. The fallback packs each get one
+        # reading, and one replaces the English reading only when clearly more confident (a poor Latin
+        # scan stays English)
+        for fallback in _auto_fallbacks():
+            lines = _read_lines(rgb, fallback, config)
+            confidence = mean_confidence(lines)
+            if confidence >= best_confidence + AUTO_SCRIPT_MARGIN:
+                best, best_lang, best_confidence = lines, fallback, confidence
+        return OcrReading(best, best_lang, choice.script if best_lang == "eng" else script_of_text(
+            ocr_text(best)) or choice.script)
     for fallback in _auto_fallbacks():
         lines = _read_lines(rgb, fallback, config)
         confidence = mean_confidence(lines)

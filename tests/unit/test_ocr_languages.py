@@ -71,6 +71,20 @@ def test_japanese_and_korean_pages_are_read_in_their_own_pack(lines, font, pack,
     assert expected in ocr_text(reading.lines).replace(" ", "")
 
 
+def test_a_chinese_slide_of_code_that_osd_takes_for_latin_is_read_in_chinese():
+    """A slide of Chinese sentences between LaTeX commands: OSD names Latin (the commands outweigh the
+    characters) while English reads it poorly; the CJK pack reads it clearly better and is kept."""
+    _needs("eng", "chi_sim", "osd")
+    lines = ("要在幻灯片中使用中文，可以添加 ctex 宏包：", r"\usepackage[UTF8, noindent]{ctex}",
+             r"\usetheme{epyt} \usecolortheme{beaver}", r"\setbeamertemplate{footline}[frame number]",
+             "颜色主题用这个命令设置。")
+    image = cjk_lines_image(lines, "china-s")
+    assert text_extraction.detect_script(image)[0] == "Latin"  # the case: OSD is wrong here
+    reading = ocr_page(image, "auto")
+    assert (reading.lang, reading.script) == ("chi_sim+eng", "Han")
+    assert "可以添加" in ocr_text(reading.lines).replace(" ", "")
+
+
 def test_a_missing_pack_falls_back_to_what_is_installed_and_is_named(monkeypatch):
     _needs("eng", "jpn", "osd")
     have = tuple(lang for lang in text_extraction._installed_langs() if lang != "jpn")
