@@ -26,7 +26,7 @@ from search_engine.index.dense import DenseChannel
 from search_engine.index.fast_maxsim import FastParams
 from search_engine.index.manifest import Manifest, upgrade_message
 from search_engine.index.maxsim import MaxSimScorer
-from search_engine.lexical import BM25Channel
+from search_engine.lexical import BM25Channel, with_document_head
 from search_engine.page_layout import PageLayout
 from search_engine.regions import REGION_SUFFIX, LayoutUnavailable, RegionIndex, global_ranks, read_layout_file
 from search_engine.settings import EngineSettings
@@ -144,9 +144,11 @@ class SearchEngine:
                 flat = np.concatenate(vectors[channel]) if vectors[channel] else np.zeros((0, dim), np.float32)
                 state.channels[channel] = DenseChannel(flat)
         if self.use_bm25:
-            texts = [manifest.pages[p].text for p in page_ids]
+            records = [manifest.pages[p] for p in page_ids]
+            texts = [r.text for r in records]
             if any(t.strip() for t in texts):
-                state.channels["bm25"] = BM25Channel(texts)
+                state.channels["bm25"] = BM25Channel(with_document_head(
+                    texts, [r.doc_id for r in records], [r.page_number for r in records]))
         if not manifest.has_layouts and manifest.documents:
             log.warning(upgrade_message(self.index_dir))
         text_spec = manifest.spec("text")

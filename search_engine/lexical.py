@@ -57,6 +57,27 @@ def tokenize(text: str) -> list[str]:
     return tokens
 
 
+DOCUMENT_HEAD_WORDS = 24  # the first words of a document's first page: its title and authors
+
+
+def with_document_head(texts: Sequence[str], doc_ids: Sequence[str], page_numbers: Sequence[int]) -> list[str]:
+    """Each page's text followed by its document's head (the first DOCUMENT_HEAD_WORDS words of its first
+    page), for lexical scoring: a question names its document ("in Chang and Zakhor's paper", "the NREL
+    report") and the page it asks about. Printed only on the title page, the document's name makes that page
+    win every question about the document; printed on all its pages, the name finds the document and the
+    rest of the question the page (the title field of field-weighted retrieval). Documents of one page
+    are left as they are."""
+    first: dict[str, tuple[int, str]] = {}
+    count: dict[str, int] = {}
+    for text, doc, number in zip(texts, doc_ids, page_numbers):
+        count[doc] = count.get(doc, 0) + 1
+        if doc not in first or number < first[doc][0]:
+            first[doc] = (number, text)
+    heads = {doc: " ".join(text.split()[:DOCUMENT_HEAD_WORDS]) for doc, (_, text) in first.items()}
+    return [f"{text} {heads[doc]}" if count[doc] > 1 and heads[doc] else text
+            for text, doc, number in zip(texts, doc_ids, page_numbers)]
+
+
 class BM25Channel:
     """rank_bm25's Okapi BM25 over the pages' text, tokenised by `tokenize`."""
 

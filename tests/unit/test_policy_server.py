@@ -377,24 +377,26 @@ def test_rule_based_search_zoom_answer(rule_server):
     assert answer and "1,870" in answer.group(1) and "year" not in answer.group(1).lower(), third
 
 
-def _search_twice_on(client: openai.OpenAI, question: str, page: Image.Image) -> tuple[list[dict], list[str]]:
-    """The conversation where both searches bring `page`: the messages so far and the policy's three replies
-    (the first search, what it does after the page, what it does after the page again)."""
+def _search_on(client: openai.OpenAI, question: str, page: Image.Image) -> tuple[list[dict], list[str]]:
+    """The conversation where every search brings `page`: the messages so far and the policy's replies (the
+    first search, then what it does after each showing of the page, up to its last search's page)."""
+    searches = RuleBasedBackend().max_searches
     messages: list[dict] = [{"role": "user", "content": f"Question: {question}"}]
     replies = [_reply(client, messages)]
-    for _ in range(2):
+    for _ in range(searches):
         messages += [{"role": "assistant", "content": replies[-1]}, image_msg(data_url(page))]
         replies.append(_reply(client, messages))
     return messages, replies
 
 
-def test_rule_based_reformulates_once_then_gives_up(rule_server):
+def test_rule_based_searches_by_key_words_then_gives_up(rule_server):
     page, _ = _page()
     client = openai.OpenAI(base_url=rule_server.url + "/v1", api_key="none", max_retries=0)
     question = "What colour is the zebra's saddle?"
-    messages, (first, second, third) = _search_twice_on(client, question, page)
-    assert re.search(r"<search>colour zebra's saddle</search>$", second), second
-    assert third.endswith(f"<answer>{NOT_FOUND}</answer>")
+    messages, (first, *again, last) = _search_on(client, question, page)
+    assert len(again) == RuleBasedBackend().max_searches - 1 >= 1
+    assert all(re.search(r"<search>colour zebra's saddle</search>$", reply) for reply in again), again
+    assert last.endswith(f"<answer>{NOT_FOUND}</answer>")
     # a search that brought no page at all: the reformulation is still tried once
     no_page = [{"role": "user", "content": f"Question: {question}"}, {"role": "assistant", "content": first},
                {"role": "user", "content": "The search returned no page you have not already seen."}]
@@ -407,15 +409,15 @@ def test_rule_based_not_found_still_zooms_where_the_answer_probably_is(rule_serv
     page, boxes = _page()
     client = openai.OpenAI(base_url=rule_server.url + "/v1", api_key="none", max_retries=0)
     question = "How many employees were there in the Porto office?"
-    messages, (_, second, third) = _search_twice_on(client, question, page)
-    assert "<search>" in second, second  # the reformulation comes first
-    match = re.search(r"probably.+<bbox>\[(\d+), (\d+), (\d+), (\d+)\]</bbox>$", third)
-    assert match, third
+    messages, (_, *again, last) = _search_on(client, question, page)
+    assert all("<search>" in reply for reply in again), again  # the reformulations come first
+    match = re.search(r"probably.+<bbox>\[(\d+), (\d+), (\d+), (\d+)\]</bbox>$", last)
+    assert match, last
     x1, y1, x2, y2 = map(int, match.groups())
     lx1, ly1, lx2, ly2 = boxes[2]  # "Employees at year end: 1,870": the region that names the subject
     assert x1 <= lx1 and y1 <= ly1 and x2 >= lx2 and y2 >= ly2 and y1 > boxes[1][1] and y2 < boxes[3][3]
     crop = page.crop((x1, y1, x2, y2)).resize(((x2 - x1) * 2, (y2 - y1) * 2))
-    messages += [{"role": "assistant", "content": third}, image_msg(data_url(crop, "JPEG"), "Zoomed region.")]
+    messages += [{"role": "assistant", "content": last}, image_msg(data_url(crop, "JPEG"), "Zoomed region.")]
     assert _reply(client, messages).endswith(f"<answer>{NOT_FOUND}</answer>")
 
 

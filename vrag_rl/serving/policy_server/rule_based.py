@@ -138,12 +138,12 @@ class RuleBasedBackend:
 
     description = DESCRIPTION
 
-    def __init__(self, padding: int = 12, lang: str | None = None, max_searches: int = 2,
+    def __init__(self, padding: int = 12, lang: str | None = None, max_searches: int = 3,
                  embedder: Any | None = "minilm", search_url: str | None = None, min_score: float | None = None):
         # one tesseract process per core at most: more only makes every request slower
         self.max_concurrency = max(1, os.cpu_count() or 1)
         self.padding = padding
-        self.max_searches = max_searches  # the question, then one reformulation
+        self.max_searches = max_searches  # the question, then its key words (each search shows an unseen page)
         self.layouts = PageLayouts(search_url if search_url is not None else os.environ.get(SEARCH_URL_ENV), lang)
         self._embedder_spec = embedder
         self.min_score = min_score  # None: CONFIDENT_SCORE with an embedder, 0 without (see `relevance`)
