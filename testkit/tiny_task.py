@@ -41,7 +41,10 @@ QUESTIONS = [
 ]
 # Words of each question a searcher might pick; only the keyword makes the search engine rank the
 # question's page first (checked against the real MiniLM + BM25 index: the others rank another page first).
-QUERY_WORDS = {"revenue": ["Acme", "Robotics", "revenue"], "employees": ["many", "Robotics", "employees"],
+# A word of the document's name ("Robotics") is on every page of its document for BM25 (the document's
+# head, `search_engine.lexical.with_document_head`), so it ranks that document's shortest page first: for
+# "employees" (whose page is the report's shortest) the decoy is another word of its question.
+QUERY_WORDS = {"revenue": ["Acme", "Robotics", "revenue"], "employees": ["many", "2023", "employees"],
                "bicycle": ["Travel", "Survey", "bicycle"], "kestrel": ["power", "solar", "Kestrel"]}
 KEYWORDS = [q["keyword"] for q in QUESTIONS]
 ALL_QUERY_WORDS = sorted({w for words in QUERY_WORDS.values() for w in words})

@@ -110,6 +110,7 @@ def test_lora_step_trains_adapters_only(text_search_server, task_model, tmp_path
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # ~190 s alone, 425-600 s beside the CPU smoke on two cores: over the suite's 600 s once
 def test_tiny_training_learns_well_formed_turns(tmp_path):
     """A shortened `scripts/train_tiny.py` (its own index, search server, SFT warm start): RL moves the policy
     towards what the reward pays for — well-formed turns — measured on fixed prompts before and after.
