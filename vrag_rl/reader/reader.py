@@ -289,7 +289,6 @@ class Reader:
                                           named=bool(cell_terms & ids)))
         return out
 
-
     def _printed_rows(self, regions: list[Region], question: str, form: QuestionForm,
                       ignore: frozenset[str]) -> list[_Candidate]:
         """Values of tables nobody found (`rows`): each value with its row's label and its column's header,
