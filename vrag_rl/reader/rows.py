@@ -154,13 +154,13 @@ def _header(rows: list[list[Piece]], index: int, value: Piece) -> tuple[str, tup
             break
         above = [p for p in row if _overlaps(p.box, value.box, 0.25 * line)]
         words = [p for p in above if not is_value(p.text) and p.box[2] - p.box[0] <= TITLE_WIDTH * max(width, line)]
-        if words:
-            texts += [p.text for p in words]
-            boxes += [p.box for p in words]
+        if words:  # a line above the ones read so far: its words come first, left to right
+            texts = [p.text for p in words] + texts
+            boxes = [p.box for p in words] + boxes
         elif texts:
             break  # the band of header lines has ended
         below = min(p.box[1] for p in row)
-    return " ".join(reversed(texts)), tuple(boxes)
+    return " ".join(texts), tuple(boxes)
 
 
 def row_values(regions: list[Region]) -> list[RowValue]:
