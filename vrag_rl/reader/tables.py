@@ -77,10 +77,10 @@ def grid_of(region: Region) -> Grid | None:
             header_rows = 1
     if n_cols > 1 and n_rows > 2:
         # a title row, a group row and the column names above the first row of values: all headers
-        first_values = next((r for r in range(n_rows) if any(
-            is_value(cells[(r, c)].text) for c in range(1, n_cols) if (r, c) in cells)), 0)
-        value_rows = [any(is_value(cells[(r, c)].text) for c in range(1, n_cols) if (r, c) in cells)
-                      for r in range(first_values, n_rows)]
+        has_value = [any(is_value(cells[(r, c)].text) for c in range(1, n_cols) if (r, c) in cells)
+                     for r in range(n_rows)]
+        first_values = next((r for r, found in enumerate(has_value) if found), 0)
+        value_rows = has_value[first_values:]
         # …when the rows below are a table of values (most rows print one), not rows of words with a number
         if header_rows < first_values <= 3 and len(value_rows) >= 2 and sum(value_rows) >= 0.8 * len(
                 value_rows) and not any(is_value(c.text) for c in cells.values() if c.row < first_values):
@@ -137,7 +137,8 @@ def unstacked_rows(region: Region) -> Region:
         filled = [c for c in cells if c.text.strip()]
         counts = {len(c.text.split()) for c in filled}
         k = counts.pop() if len(counts) == 1 else 1
-        values = [c for c in filled if c.col > min(f.col for f in filled)] if filled else []
+        first_col = min((c.col for c in filled), default=0)
+        values = [c for c in filled if c.col > first_col]
         if k < 2 or not values or not all(all(_numeric(w) for w in c.text.split()) for c in values):
             out += [TableCell(c.row + shift, c.col, c.text, c.box, c.is_header) for c in cells]
             continue
