@@ -36,6 +36,19 @@ log = logging.getLogger(__name__)
 
 MAX_TOP_K = 50
 
+# Each channel's vote in the fusion (the weight its rankings share; `channel_weights` overrides it). The two text
+# channels keep the two votes they had beside the visual channel's one, BM25 taking four fifths of them: fitted
+# on the development halves of the world set and of the slide decks (docs/search.md, "Fusion weights"), every
+# split that gave BM25 the larger vote found the page first more often than equal votes (world set 106 ->
+# 108-112 of 136), this one most over the three sets.
+DEFAULT_CHANNEL_WEIGHTS = {"bm25": 1.6, "text": 0.4}
+# The share of a channel's weight its page view gets when it also ranks pages by their best region (the rest
+# goes to the region view: search_engine.regions). A dense text channel votes through its regions only: its
+# page vector is the mean of its windows, so the paragraph that answers is averaged with everything else on
+# the page, and that view mostly favours short pages about the document's subject (title pages, covers);
+# BM25's page score keeps every exact term, and its two views share the vote.
+PAGE_VIEW_SHARE = {"text": 0.0}
+
 
 @dataclass
 class _State:
@@ -79,7 +92,7 @@ class SearchEngine:
         self.device = device
         self.use_bm25 = use_bm25
         self.rrf_k = rrf_k
-        self.channel_weights = channel_weights or {}
+        self.channel_weights = {**DEFAULT_CHANNEL_WEIGHTS, **(channel_weights or {})}
         self._lock = threading.Lock()
         self._state = self._build_state()
         self.embedders: dict[str, Embedder | None] = {"visual": visual_embedder, "text": text_embedder}
@@ -342,14 +355,17 @@ class SearchEngine:
         return results
 
     def _fusion_weights(self, rankings: dict[str, np.ndarray]) -> dict[str, float]:
-        """Channel weights for RRF; a text channel ranked both by pages and by best regions gives each view
-        half its weight, so it keeps one vote beside the visual channel (see search_engine.regions)."""
+        """Weights of the rankings in the fusion: each channel's weight (`channel_weights`), split between its
+        page view and its region view (PAGE_VIEW_SHARE, half each by default) when it ranks pages both ways,
+        so that it keeps one vote however many views it has (see search_engine.regions)."""
         weights = {}
         for name in rankings:
             base = name.removesuffix(REGION_SUFFIX)
             weight = self.channel_weights.get(base, 1.0)
-            both = base in rankings and base + REGION_SUFFIX in rankings
-            weights[name] = weight / 2 if both else weight
+            if base in rankings and base + REGION_SUFFIX in rankings:
+                share = PAGE_VIEW_SHARE.get(base, 0.5)
+                weight *= share if name == base else 1.0 - share
+            weights[name] = weight
         return weights
 
     def _hit(self, record: PageRecord, rank: int, score: float, channel_ranks: dict[str, int]) -> SearchHit:

@@ -1,7 +1,8 @@
 """BM25 over page text: exact-term matching (names, numbers, codes) that dense embedders blur.
 
-Tokens are lowercased Latin words and numbers, and for Chinese, Japanese and Korean text (written
-without spaces) overlapping character bigrams — the scheme of Lucene's CJKAnalyzer, which needs no
+Tokens are lowercased words of any alphabet (Latin, Greek, Cyrillic, Arabic, Hebrew...; accents and other
+combining marks dropped, so "arrêté" meets "arrete" and an OCR'd "Größe" its typed twin) and numbers, and
+for Chinese, Japanese and Korean text (written without spaces) overlapping character bigrams — the scheme of Lucene's CJKAnalyzer, which needs no
 dictionary and matches any word of two or more characters, including names a segmenter such as
 jieba has never seen. A lone CJK character between non-CJK text is kept as a unigram. The same
 tokenizer serves the rule-based stand-in policy's line matching (`vrag_rl.serving.policy_server.rule_based`).
@@ -9,6 +10,7 @@ tokenizer serves the rule-based stand-in policy's line matching (`vrag_rl.servin
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 
 import numpy as np
@@ -16,7 +18,8 @@ import numpy as np
 # Han (incl. extension A), kana, Hangul syllables: scripts written without spaces between words.
 CJK_CHARS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
 _CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
-_TOKEN = re.compile(f"[0-9a-z]+(?:[.,][0-9]+)*|[{CJK_CHARS}]+")
+# a word of an alphabet (letters and digits, not CJK) with the decimal or thousands groups of a number
+_TOKEN = re.compile(f"[^\\W_{CJK_CHARS}]+(?:[.,][0-9]+)*|[{CJK_CHARS}]+")
 STOPWORDS = frozenset(
     "a an and are as at be by did do does for from had has have how in is it its of on or the this to was "
     "were what when where which who why with according".split()
@@ -46,10 +49,28 @@ def cjk_bigrams(run: str) -> list[str]:
     return tokens
 
 
+def fold_text(text: str) -> str:
+    """`text` case-folded ("Größe" → "grösse"), in compatibility form (ligatures "ﬁ" as "fi", Arabic presentation forms as letters,
+    full-width digits as digits) and without combining marks outside CJK ("é" → "e", Arabic vowel signs
+    dropped): one spelling for the ways PDFs, OCR and people type the same word. Why by hand: the Unicode
+    normalisation is the standard library's; which marks to drop, and that Hangul syllables must not be
+    decomposed into letters, is a choice of this tokenizer."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    if text.isascii():
+        return text
+    out = []
+    for part in re.split(f"([{CJK_CHARS}]+)", text):
+        if part and not _CJK_RUN.fullmatch(part):
+            part = "".join(c for c in unicodedata.normalize("NFKD", part) if not unicodedata.combining(c))
+        out.append(part)
+    return "".join(out)
+
+
 def tokenize(text: str) -> list[str]:
-    """Lowercased Latin words and numbers without stopwords, plus CJK character bigrams, in text order."""
+    """Lowercased words (any alphabet, marks folded: `fold_text`) and numbers without stopwords, plus CJK
+    character bigrams, in text order."""
     tokens: list[str] = []
-    for token in _TOKEN.findall(text.lower()):
+    for token in _TOKEN.findall(fold_text(text)):
         if _CJK_RUN.fullmatch(token):
             tokens.extend(cjk_bigrams(token))
         elif token not in STOPWORDS:

@@ -9,10 +9,11 @@ its best region too.
 How a page's score combines page and regions (see `SearchEngine._rank`): each text channel (MiniLM,
 BM25) contributes two rankings of pages to reciprocal-rank fusion — by the page's own score and by its
 best region's score (max over regions, "MaxP": the standard aggregation of passage scores into a
-document score, Dai & Callan 2019) — each with half the channel's weight. Half each, because the two
-are two views of one channel: the channel keeps one vote in the fusion (the visual channel's share is
-unchanged), a page that wins on either view still gains, and one that wins on both gains most. Ranks,
-not scores, so no scale between cosine and BM25 or between page and region scores needs calibrating.
+document score, Dai & Callan 2019) — sharing the channel's weight (`engine.PAGE_VIEW_SHARE`: half each for
+BM25; all to the regions for the dense channel, whose page vector averages the answer away). The two are
+two views of one channel: the channel keeps its vote in the fusion whatever its views (the visual
+channel's share is unchanged). Ranks, not scores, so no scale between cosine and BM25 or between page and
+region scores needs calibrating.
 
 Storage: regions come from the per-document layout files (`layouts/*.jsonl`); their MiniLM vectors
 from `segments/text_regions/` (one row per region, in layout order).

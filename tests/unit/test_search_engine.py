@@ -91,9 +91,12 @@ def test_hybrid_hits_carry_metadata_and_paths(sample_engine):
     everything = sample_engine.search(query, top_k=50)
     for hit in everything:
         assert hit.metadata["channel_ranks"]["visual"] == visual[hit.page_id]
-    # the fused order, derived by hand from the rankings: score = sum of weight / (60 + rank), where a text
-    # channel's page ranking and its best-region ranking weigh 1/2 each (search_engine.regions)
-    fused = {h.page_id: sum((1.0 if name == "visual" else 0.5) / (60 + rank)
+    # the fused order, derived by hand from the rankings: score = sum of weight / (60 + rank), where the visual
+    # channel weighs 1, BM25 (1.6) splits its weight between its page ranking and its best-region ranking, and
+    # the dense text channel (0.4) votes through its best-region ranking only (engine.DEFAULT_CHANNEL_WEIGHTS,
+    # PAGE_VIEW_SHARE)
+    view_weight = {"visual": 1.0, "bm25": 0.8, "bm25_regions": 0.8, "text": 0.0, "text_regions": 0.4}
+    fused = {h.page_id: sum(view_weight[name] / (60 + rank)
                             for name, rank in h.metadata["channel_ranks"].items()) for h in everything}
     assert all({"text", "text_regions"} <= set(h.metadata["channel_ranks"]) for h in hits)
     expected = sorted(fused, key=lambda p: (-fused[p], list(sample_engine._state.page_ids).index(p)))[:4]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from search_engine.lexical import has_cjk
 from vrag_rl.reader.question import QuestionForm, is_superlative, which_head
-from vrag_rl.reader.terms import STOPWORDS, content_terms, fuzzy_in, stem, words_of
+from vrag_rl.reader.terms import STOPWORDS, content_terms, fuzzy_in, stem, word_spans, words_of
 from vrag_rl.reader.values import _REFERENCE_LABEL, EN_NUMBER_WORDS, Value, named_in, number_words_in, values_in
 
 # A sentence ends at . ! ? followed by a space and a capital/digit/quote, or at CJK full stops. A single
@@ -100,10 +100,9 @@ def _term_spans(text: str, question: str, ignore: frozenset[str] = frozenset()) 
     `ignore`d ones (terms that name the document, which locate nothing within it)."""
     terms = set(content_terms(question)) - ignore
     spans = []
-    for match in re.finditer(r"[0-9A-Za-z][0-9A-Za-z.,'’%]*", text):
-        word = match.group(0).lower().strip(".,")
-        if word and fuzzy_in(stem(word), terms):
-            spans.append(match.span())
+    for start, end, word in word_spans(text):
+        if fuzzy_in(stem(word), terms):
+            spans.append((start, end))
     for term in terms:
         if has_cjk(term):
             spans.extend(m.span() for m in re.finditer(re.escape(term), text))

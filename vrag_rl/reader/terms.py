@@ -1,8 +1,9 @@
-"""Words of a question or a page, language-general: Latin words (lightly stemmed) and CJK character bigrams.
+"""Words of a question or a page, language-general: words of an alphabet (lightly stemmed) and CJK character bigrams.
 
 One place for the term helpers both CPU stand-ins use (the VRAG reader and the VimRAG policy). CJK
 text is matched with the overlapping character bigrams of `search_engine.lexical` (no dictionary, so
-any name a segmenter has never seen still matches); Latin words are lowercased, stripped of
+any name a segmenter has never seen still matches); words of other alphabets are folded as BM25 folds them
+(`search_engine.lexical.fold_text`: case, accents, ligatures: "Arrêté" is "arrete"), stripped of
 punctuation (numbers such as 7.4, 1,870 or 47% stay whole) and folded for plural/verb -s.
 """
 from __future__ import annotations
@@ -11,7 +12,7 @@ import re
 import unicodedata
 from difflib import SequenceMatcher
 
-from search_engine.lexical import cjk_bigrams
+from search_engine.lexical import CJK_CHARS, cjk_bigrams, fold_text
 
 STOPWORDS = frozenset(
     "a about according after all also am an and any are as at be been being before but by can could did do does "
@@ -19,8 +20,9 @@ STOPWORDS = frozenset(
     "my no not of on or our over she should so some than that the their them then there these they this those to "
     "under up us was we were what when where which while who whom whose why will with would you your".split()
 )
-_LATIN = re.compile(r"[0-9a-z]+(?:[.,'’%][0-9a-z%]+)*%?")
-CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]+")
+# a word of an alphabet (letters and digits, not CJK), with what joins a number's or a word's parts
+_WORD = re.compile(f"[^\\W_{CJK_CHARS}]+(?:[.,'’%][^\\W_{CJK_CHARS}%]+)*%?")
+CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
 
 
 # Typographic ligatures (U+FB00–FB06: ﬀ ﬁ ﬂ ﬃ ﬄ ﬅ ﬆ) as a PDF's text layer often keeps them: "ﬂowering",
@@ -34,8 +36,14 @@ def fold(text: str) -> str:
 
 
 def words_of(text: str) -> list[str]:
-    """Lowercased Latin words without punctuation (numbers such as 7.4, 1,870 or 47% stay whole)."""
-    return _LATIN.findall(fold(text).lower())
+    """Folded words (`fold_text`: lowercase, no accents) without punctuation (numbers such as 7.4, 1,870 or
+    47% stay whole), of every alphabet but CJK (see `content_terms`)."""
+    return _WORD.findall(fold_text(text))
+
+
+def word_spans(text: str) -> list[tuple[int, int, str]]:
+    """Each word of `words_of` with its start and end in `text` as given (not folded)."""
+    return [(m.start(), m.end(), fold_text(m.group(0))) for m in _WORD.finditer(text)]
 
 
 # English month names as tables abbreviate them ("Aug-2015" for "August 2015")
