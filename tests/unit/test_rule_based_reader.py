@@ -178,6 +178,12 @@ def test_values_keep_currency_scale_unit_and_dates():
     assert [v.is_year for v in values_in("in 2021 and 20210")] == [True, False]
     assert [v.text for v in values_in("带宽达到 400G，时延 2 微秒，规模 10万台")] == ["400G", "2", "10万台"]
     assert [v.text for v in values_in("Signed on 14 February 2024.")] == ["14 February 2024"]
+    # dates as other Western European languages and numeric day-first or month-first forms print them
+    dated = ["Arrêté du 4 mai 2007 relatif", "am 4. März 2020 in Kraft", "el 4 de mayo de 2007", "op 12 mei 2015",
+             "signed 19/05/2007", "vom 1.2.2007"]
+    assert [[(v.text, v.is_date) for v in values_in(t)] for t in dated] == [
+        [("4 mai 2007", True)], [("4. März 2020", True)], [("4 de mayo de 2007", True)], [("12 mei 2015", True)],
+        [("19/05/2007", True)], [("1.2.2007", True)]]
     assert [v.text for v in values_in("Figure 2: Revenue 41")] == ["41"]  # a caption's label is no value
 
 

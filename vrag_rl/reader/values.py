@@ -18,9 +18,19 @@ _VALUE = re.compile(
     re.IGNORECASE)
 _MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|december|"
            "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
+# The month names of the other languages of Western European documents (French, German, Spanish, Italian,
+# Portuguese, Dutch) as a date prints them after its day: "4 mai 2007", "4. März 2020", "4 de mayo de 2007".
+_OTHER_MONTHS = ("janvier|f[ée]vrier|mars|avril|mai|juin|juillet|ao[uû]t|septembre|octobre|novembre|d[ée]cembre|"
+                 "januar|j[äa]nner|februar|m[äa]rz|maerz|juni|juli|oktober|dezember|"
+                 "enero|febrero|marzo|abril|mayo|junio|julio|agosto|septiembre|setiembre|octubre|noviembre|"
+                 "diciembre|gennaio|febbraio|aprile|maggio|giugno|luglio|settembre|ottobre|dicembre|"
+                 "janeiro|fevereiro|mar[çc]o|maio|junho|julho|setembro|outubro|novembro|dezembro|"
+                 "januari|februari|maart|mei|augustus")
 _DATE = re.compile(
-    r"(?<![\w])(?:\d{1,2}\s+(?:" + _MONTHS + r")\.?,?\s+\d{4}|(?:" + _MONTHS + r")\.?\s+\d{1,2},?\s+\d{4}|"
-    r"(?:" + _MONTHS + r")\.?\s+\d{4}|\d{4}-\d{2}-\d{2}|\d{4}\s?年\s?\d{1,2}\s?月(?:\s?\d{1,2}\s?日)?|"
+    r"(?<![\w])(?:\d{1,2}(?:st|nd|rd|th|er|\.)?\s+(?:de\s+)?(?:" + _MONTHS + "|" + _OTHER_MONTHS +
+    r")\.?,?\s+(?:de\s+)?\d{4}|(?:" + _MONTHS + r")\.?\s+\d{1,2},?\s+\d{4}|"
+    r"(?:" + _MONTHS + "|" + _OTHER_MONTHS + r")\.?\s+\d{4}|\d{4}-\d{2}-\d{2}|\d{1,2}([./])\d{1,2}\1\d{4}|"
+    r"\d{4}\s?年\s?\d{1,2}\s?月(?:\s?\d{1,2}\s?日)?|"
     r"(?-i:(?:January|February|March|April|May|June|July|August|September|October|November|December)))(?![\w])",
     re.IGNORECASE)
 _YEAR = re.compile(r"^(19|20)\d\d$")
