@@ -31,7 +31,7 @@ from vrag_rl.agent.policy import PolicyReply, SamplingParams
 
 QUESTIONS = [
     {"id": "revenue", "question": "What was Acme Robotics' total revenue in 2023?", "answer": "$341 million",
-     "reference_pages": ["acme_annual_report_2023_2"], "keyword": "revenue"},
+     "reference_pages": ["acme_annual_report_2023_2"], "keyword": "total"},
     {"id": "employees", "question": "How many employees did Acme Robotics have at the end of 2023?",
      "answer": "1,870", "reference_pages": ["acme_annual_report_2023_4"], "keyword": "employees"},
     {"id": "bicycle", "question": "What share of commuters ride the bicycle according to the Metro Travel Survey?",
@@ -43,8 +43,10 @@ QUESTIONS = [
 # question's page first (checked against the real MiniLM + BM25 index: the others rank another page first).
 # A word of the document's name ("Robotics") is on every page of its document for BM25 (the document's
 # head, `search_engine.lexical.with_document_head`), so it ranks that document's shortest page first: for
-# "employees" (whose page is the report's shortest) the decoy is another word of its question.
-QUERY_WORDS = {"revenue": ["Acme", "Robotics", "revenue"], "employees": ["many", "2023", "employees"],
+# "employees" (whose page is the report's shortest) the decoy is another word of its question. "revenue"
+# alone ranks page 3 ("Revenue by region", a short page whose title is the word) above page 2, the table and
+# the sentence "Total revenue in 2023 was $341 million": "total" is the word only page 2 says.
+QUERY_WORDS = {"revenue": ["Acme", "Robotics", "total"], "employees": ["many", "2023", "employees"],
                "bicycle": ["Travel", "Survey", "bicycle"], "kestrel": ["power", "solar", "Kestrel"]}
 KEYWORDS = [q["keyword"] for q in QUESTIONS]
 ALL_QUERY_WORDS = sorted({w for words in QUERY_WORDS.values() for w in words})

@@ -21,7 +21,7 @@ from vrag_rl.vrag.config import AgentConfig
 from vrag_rl.vrag.prompts import Prompts
 from vrag_rl.vrag.rollout import rollout_batch
 
-REPLIES = ["<think>search</think><search>revenue</search>", "<think>zoom</think><bbox>[0, 0, 40, 40]</bbox>",
+REPLIES = ["<think>search</think><search>total revenue</search>", "<think>zoom</think><bbox>[0, 0, 40, 40]</bbox>",
            "<think>answer</think><answer>$341 million</answer>"]
 
 
