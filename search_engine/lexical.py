@@ -2,10 +2,11 @@
 
 Tokens are lowercased words of any alphabet (Latin, Greek, Cyrillic, Arabic, Hebrew...; accents and other
 combining marks dropped, so "arrêté" meets "arrete" and an OCR'd "Größe" its typed twin) and numbers, and
-for Chinese, Japanese and Korean text (written without spaces) overlapping character bigrams — the scheme of Lucene's CJKAnalyzer, which needs no
-dictionary and matches any word of two or more characters, including names a segmenter such as
-jieba has never seen. A lone CJK character between non-CJK text is kept as a unigram. The same
-tokenizer serves the rule-based stand-in policy's line matching (`vrag_rl.serving.policy_server.rule_based`).
+for Chinese, Japanese and Korean text (written without spaces) overlapping character bigrams — the scheme
+of Lucene's CJKAnalyzer, which needs no dictionary and matches any word of two or more characters,
+including names a segmenter such as jieba has never seen. A lone CJK character between non-CJK text is
+kept as a unigram. The same tokenizer serves the rule-based stand-in policy's line matching
+(`vrag_rl.serving.policy_server.rule_based`).
 """
 from __future__ import annotations
 
@@ -50,11 +51,11 @@ def cjk_bigrams(run: str) -> list[str]:
 
 
 def fold_text(text: str) -> str:
-    """`text` case-folded ("Größe" → "grösse"), in compatibility form (ligatures "ﬁ" as "fi", Arabic presentation forms as letters,
-    full-width digits as digits) and without combining marks outside CJK ("é" → "e", Arabic vowel signs
-    dropped): one spelling for the ways PDFs, OCR and people type the same word. Why by hand: the Unicode
-    normalisation is the standard library's; which marks to drop, and that Hangul syllables must not be
-    decomposed into letters, is a choice of this tokenizer."""
+    """`text` case-folded ("Größe" → "grösse"), in compatibility form (ligatures "ﬁ" as "fi", Arabic
+    presentation forms as letters, full-width digits as digits) and without combining marks outside CJK
+    ("é" → "e", Arabic vowel signs dropped): one spelling for the ways PDFs, OCR and people type the same
+    word. Why by hand: the Unicode normalisation is the standard library's; which marks to drop, and that
+    Hangul syllables must not be decomposed into letters, is a choice of this tokenizer."""
     text = unicodedata.normalize("NFKC", text).casefold()
     if text.isascii():
         return text
