@@ -178,6 +178,11 @@ def test_values_keep_currency_scale_unit_and_dates():
     assert [v.is_year for v in values_in("in 2021 and 20210")] == [True, False]
     assert [v.text for v in values_in("带宽达到 400G，时延 2 微秒，规模 10万台")] == ["400G", "2", "10万台"]
     assert [v.text for v in values_in("Signed on 14 February 2024.")] == ["14 February 2024"]
+    # units of manuals and data sheets stay with their number; a lone "a" or "in" is no unit
+    units = ["Center pin +7.5 VDC@2amps", "a rate of 1000 Hz or 192 kHz", "135 mg/m2 by infusion",
+             "40dB gain, 5 mA, 12 V", "5 a day, 5 in all"]
+    assert [[v.text for v in values_in(t)] for t in units] == [
+        ["+7.5 VDC", "2amps"], ["1000 Hz", "192 kHz"], ["135 mg/m2"], ["40dB", "5 mA", "12 V"], ["5", "5"]]
     # dates as other Western European languages and numeric day-first or month-first forms print them
     dated = ["Arrêté du 4 mai 2007 relatif", "am 4. März 2020 in Kraft", "el 4 de mayo de 2007", "op 12 mei 2015",
              "signed 19/05/2007", "vom 1.2.2007"]
