@@ -597,3 +597,13 @@ def test_the_stand_in_is_confident_only_with_an_embedder():
     assert RuleBasedBackend(embedder=None).reader.min_score == 0.0
     assert RuleBasedBackend(embedder=Constant()).reader.min_score == CONFIDENT_SCORE
     assert RuleBasedBackend(embedder=Constant(), min_score=0.3).reader.min_score == 0.3
+
+
+def test_a_row_label_that_is_a_field_answers_with_its_own_value():
+    # a two-column fact sheet read as one table: the left column's "key: value" lines are fields, and the
+    # cells to their right are the other column's references, not their values
+    sheet = _table("s", [["Chemistry (cont.)", "AIDS-associated Kaposi's sarcoma. Expert Rev"],
+                         ["Molecular weight: 853.90[30]", "Anticancer Ther. 2005 Apr;5(2):215-9. Review."],
+                         ["Melting point: 213 C to 216 C[31]", "Manufacturer Information"]], w=300)
+    reading = Reader(None).read("What is the molecular weight of paclitaxel?", _page(sheet))
+    assert reading is not None and reading.answer == "853.90"

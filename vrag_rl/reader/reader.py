@@ -250,6 +250,11 @@ class Reader:
         if form.superlative and not form.quantity and grid.header_cols:
             out += _extreme_rows(region, grid, rows, cols, col_hit, form, question, around, half)
         for r in rows:
+            field = _field_in_label(grid, r, question, form, ignore)
+            if field is not None:
+                out.append(_Candidate(field[0], grid.row_labels[r], field[1], region.region_id, "table",
+                                      grid.row_labels[r], terms_of(f"{grid.row_labels[r]} {around}"),
+                                      terms_of(grid.row_labels[r]), True, True, 0.2, half))
             for c in cols:
                 cell = grid.cell(r, c)
                 if cell is None:
@@ -342,6 +347,22 @@ class Reader:
                                       (0.1 if fit == 2 else 0.0) + 0.2 * named_share, shared,
                                       named=hit and len(same_row) > 1))
         return out
+
+
+def _field_in_label(grid: tables.Grid, row: int, question: str, form: QuestionForm,
+                    ignore: frozenset[str]) -> tuple[str, Box] | None:
+    """The value of a row label that is itself a printed field whose key the question names ("Molecular
+    weight: 853.90[30]" in the left column of a two-column page read as a table), with the label's box; None
+    otherwise. The cells to its right belong to the other column of the page, not to this field."""
+    label = grid.row_labels.get(row, "")
+    value = spans.key_value(label, question) if ":" in label else ""
+    if not value:
+        return None
+    answer, fit = spans.answer_span(value, question, form, ignore) if form.wants_value else (value, 2)
+    cell = next((c for c in grid.cells.values() if c.row == row and c.text == label), None)
+    if not fit or cell is None:
+        return None
+    return answer, cell.box
 
 
 def _years_in(text: str) -> list[str]:
