@@ -18,7 +18,7 @@ import numpy as np
 
 # Han (incl. extension A), kana, Hangul syllables: scripts written without spaces between words.
 CJK_CHARS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
-_CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
+CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
 # a word of an alphabet (letters and digits, not CJK) with the decimal or thousands groups of a number
 _TOKEN = re.compile(f"[^\\W_{CJK_CHARS}]+(?:[.,][0-9]+)*|[{CJK_CHARS}]+")
 STOPWORDS = frozenset(
@@ -33,7 +33,7 @@ CJK_STOP_CHARS = frozenset("的了是在和与及或其吗呢么哪吧啊这那"
 
 def has_cjk(text: str) -> bool:
     """Whether any character is Chinese, Japanese or Korean (decides tokenisation and OCR fallbacks)."""
-    return bool(_CJK_RUN.search(text))
+    return bool(CJK_RUN.search(text))
 
 
 def cjk_bigrams(run: str) -> list[str]:
@@ -61,7 +61,7 @@ def fold_text(text: str) -> str:
         return text
     out = []
     for part in re.split(f"([{CJK_CHARS}]+)", text):
-        if part and not _CJK_RUN.fullmatch(part):
+        if part and not CJK_RUN.fullmatch(part):
             part = "".join(c for c in unicodedata.normalize("NFKD", part) if not unicodedata.combining(c))
         out.append(part)
     return "".join(out)
@@ -72,7 +72,7 @@ def tokenize(text: str) -> list[str]:
     character bigrams, in text order."""
     tokens: list[str] = []
     for token in _TOKEN.findall(fold_text(text)):
-        if _CJK_RUN.fullmatch(token):
+        if CJK_RUN.fullmatch(token):
             tokens.extend(cjk_bigrams(token))
         elif token not in STOPWORDS:
             tokens.append(token)

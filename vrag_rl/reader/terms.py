@@ -12,7 +12,7 @@ import re
 import unicodedata
 from difflib import SequenceMatcher
 
-from search_engine.lexical import CJK_CHARS, cjk_bigrams, fold_text
+from search_engine.lexical import CJK_CHARS, CJK_RUN, cjk_bigrams, fold_text
 
 STOPWORDS = frozenset(
     "a about according after all also am an and any are as at be been being before but by can could did do does "
@@ -22,7 +22,6 @@ STOPWORDS = frozenset(
 )
 # a word of an alphabet (letters and digits, not CJK), with what joins a number's or a word's parts
 _WORD = re.compile(f"[^\\W_{CJK_CHARS}]+(?:[.,'’%][^\\W_{CJK_CHARS}%]+)*%?")
-CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
 
 
 # Typographic ligatures (U+FB00–FB06: ﬀ ﬁ ﬂ ﬃ ﬄ ﬅ ﬆ) as a PDF's text layer often keeps them: "ﬂowering",
