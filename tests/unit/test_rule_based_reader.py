@@ -607,3 +607,35 @@ def test_a_row_label_that_is_a_field_answers_with_its_own_value():
                          ["Melting point: 213 C to 216 C[31]", "Manufacturer Information"]], w=300)
     reading = Reader(None).read("What is the molecular weight of paclitaxel?", _page(sheet))
     assert reading is not None and reading.answer == "853.90"
+
+
+@pytest.mark.parametrize("question, noun, quantity", [
+    ("What is the invoice number on the receipt?", "invoice", False),
+    ("What is the CAS number of paclitaxel?", "cas", False),
+    ("What phone number is printed on the form?", "phone", False),
+    ("What is the number of employees?", "", True),
+    ("What is the total number of votes?", "", True),
+    ("What is the highest number of visitors?", "", True),
+])
+def test_a_noun_before_number_asks_for_an_identifier(question, noun, quantity):
+    form = question_form(question)
+    assert (form.identifier, form.quantity) == (noun, quantity)
+
+
+def test_an_identifier_is_the_code_its_field_prints():
+    # a receipt's key/value table under a title row (ingestion marked two header rows): the code of the row the
+    # question names, not the other row's number nor a date; a reference mark after a field is not its value
+    receipt = _table("r", [["Receipt", "", "Noisebridge"], ["Invoice number", "87B37C9-0152", ""],
+                           ["Receipt number", "2721-5058", ""], ["Date paid", "July 19, 2024", ""]], header_rows=2)
+    page = _page(Region("h", "heading", (50, 20, 700, 60), "Payment receipt"), receipt,
+                 Region("a", "text", (50, 300, 700, 330), "Bill to treasurer 272 Capp St, paid on July 19, 2024."))
+    reading = Reader(None).read("What is the invoice number on the payment receipt?", page)
+    assert reading is not None and reading.answer == "87B37C9-0152"
+    sheet = _page(Region("h", "heading", (50, 20, 700, 60), "Paclitaxel"),
+                  Region("a", "text", (50, 70, 700, 95), "Paclitaxel is a chemotherapy medication given by injection."),
+                  Region("b", "text", (50, 300, 700, 330), "CAS Number: 33069-62-4[27]"),
+                  Region("c", "text", (50, 500, 700, 530), "The usual dose is 135 mg/m2 given over 3 hours."))
+    reading = Reader(None).read("What is the CAS number of paclitaxel?", sheet)
+    assert reading is not None and reading.answer == "33069-62-4"
+    # a page that prints no such field has no identifier to give, though it prints other numbers
+    assert Reader(None).read("What is the serial number of the pump?", sheet) is None

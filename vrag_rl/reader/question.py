@@ -68,6 +68,7 @@ class QuestionForm:
     figure: bool = False  # the question points at a figure or chart
     yes_no: bool = False  # "Is/Does/Did ...?"
     asks_amount: bool = False  # "how many / how much / 多少": a number for sure, not only a noun that may name one
+    identifier: str = ""  # "what is the invoice number" → "invoice": a code printed after that word, not an amount
 
     @property
     def needs_number(self) -> bool:
@@ -223,6 +224,27 @@ def form_words(question: str) -> set[str]:
     return words
 
 
+# Words that say how a number is counted, not what it identifies: "the total number of", "the average number".
+_COUNTING_MODIFIERS = frozenset("total average mean median overall combined maximum minimum max min approximate "
+                                "estimated exact actual expected net gross annual daily weekly monthly yearly "
+                                "same final new current".split())
+
+
+def identifier_noun(q: str) -> str:
+    """The noun before "number" where the number names an identifier — "the invoice number" → "invoice",
+    "CAS number" → "cas", "phone number" → "phone", also before "of" ("the CAS number of paclitaxel") —
+    else "". A page prints a code there ("87B37C9-0152", "33069-62-4"), not an amount. "The number of",
+    "the total number", "the largest number" are counts."""
+    from vrag_rl.reader.terms import STOPWORDS  # (terms imports nothing from here: no cycle)
+
+    words = words_of(q)
+    for before, word in zip(words, words[1:]):
+        if word == "number" and before not in STOPWORDS and before not in _COUNTING_MODIFIERS \
+                and stem(before) not in QUANTITY_NOUNS and not is_superlative(before) and not before.isdigit():
+            return before
+    return ""
+
+
 def question_form(question: str, titles: str = "") -> QuestionForm:
     """Classify the question by its form words (English and Chinese), never by its topic. `titles`: the
     page's headings and captions, which may print the question's superlative as a name (`names_superlative`)."""
@@ -237,8 +259,9 @@ def question_form(question: str, titles: str = "") -> QuestionForm:
         marker = (_SUPERLATIVE_MAX if superlative > 0 else _SUPERLATIVE_MIN).search(q)
         measured = marker is not None and any(stem(w) in QUANTITY_NOUNS for w in words_of(q[marker.end():])[:2])
         entity = entity or not (measured or any(stem(w) in QUANTITY_NOUNS for w in words_of(q.split(" the ", 1)[0])))
+    identifier = identifier_noun(q)
     quantity = bool(_QUANTITY_PHRASE.search(q)) or (not entity and not _REASON.match(q) and any(
-        stem(w) in QUANTITY_NOUNS or w in QUANTITY_NOUNS for w in words_of(q)))
+        stem(w) in QUANTITY_NOUNS or w in QUANTITY_NOUNS for w in words_of(q) if not (identifier and w == "number")))
     clause = _WHEN_CLAUSE.match(q)
     time = bool(_TIME_PHRASE.search(q[clause.end():] if clause else q))
     if time:
@@ -256,5 +279,5 @@ def question_form(question: str, titles: str = "") -> QuestionForm:
             kind = "percent" if _PERCENT_CJK.search(q) else "money" if _MONEY_CJK.search(q) else ""
     return QuestionForm(quantity=quantity, time=time, superlative=superlative, entity=entity, kind=kind,
                         figure=bool(_FIGURE.search(q)), yes_no=bool(_YES_NO.match(q)),
-                        asks_amount=bool(_QUANTITY_PHRASE.search(q)))
+                        asks_amount=bool(_QUANTITY_PHRASE.search(q)), identifier="" if time or quantity else identifier)
 

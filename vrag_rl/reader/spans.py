@@ -321,6 +321,14 @@ def answer_span(text: str, question: str, form: QuestionForm,
         if keyed:
             return keyed, 1
         return (_nearest(text, sorted(named), question, ignore), 1) if named else (text, 0)
+    if form.identifier:  # a code: the field's value, else the code nearest the words the question names
+        keyed = key_value(text, question)
+        if keyed:
+            return keyed, 2
+        dates = [(v.start, v.start + len(v.text)) for v in values_in(text) if v.is_date]
+        codes = [(m.start(), m.group(0)) for m in _CODE.finditer(text) if not _BARE_YEAR.match(m.group(0))
+                 and not any(a <= m.start() < b for a, b in dates)]
+        return (_nearest(text, codes, question, ignore), 2) if codes else (text, 0)
     keyed = key_value(text, question) if not (form.yes_no or form.superlative) else ""
     if keyed and not (form.entity and not re.search(r"[^\W\d_]", keyed)):  # "who/where" wants words
         return keyed, 2
@@ -332,6 +340,9 @@ def answer_span(text: str, question: str, form: QuestionForm,
         if names:
             return _nearest(text, sorted(names), question, ignore), 2
     return text, 1
+
+
+_CODE = re.compile(r"(?<!\S)(?=\S*\d)[A-Za-z0-9][\w./#+-]*[A-Za-z0-9]")  # a token with a digit: "87B37C9-0152"
 
 
 # A command as printed to be typed: a lowercase program name, then its arguments, at least one an option
@@ -361,15 +372,20 @@ def key_value(text: str, question: str) -> str:
         if len(text.split()) > 8 or len(values) != 1 or not text.rstrip(" .").endswith(values[0].text):
             return ""
         key, value = text[:values[0].start], values[0].text
+    value = _CITATION_MARK.sub("", value)  # "33069-62-4[27]": the reference mark is not the field's value
     key_terms = set(content_terms(key))
     if not key_terms or not key_terms <= asked or not set(content_terms(value)) - asked:
         return ""
     return value.strip()
 
 
+_CITATION_MARK = re.compile(r"(?<=\S)\[\d{1,3}(?:[,–-]\d{1,3})*\]\s*$")  # a reference's number in brackets
+
+
 # ---- the span-type gate: an answer is a span of the type the question asks, or no answer -------------------
 _TIME_HEADS = frozenset("date dates day days month months year years time season quarter".split())  # "which month"
 DATE_MAX_WORDS = 8  # a date, with a weekday or a time of day at most
+IDENTIFIER_MAX_WORDS = 3  # a code as forms print it: "87B37C9-0152", "+1 650-701-7829", "AK 672-5"
 # a caption's own label ("Figure 8 shows …", "Table 2: …", 图 3): the description of the thing, never its value
 _CAPTION_START = re.compile(r"^\s*(fig(ure)?\.?|table|chart|exhibit)\s*[\dIVX]*\b|^\s*[图表]\s*\d", re.IGNORECASE)
 _BARE_YEAR = re.compile(r"^\s*(1[5-9]|20)\d\d\s*$")
@@ -437,6 +453,10 @@ def span_fits(answer: str, evidence: str, question: str, form: QuestionForm, kin
         return True
     if (form.time or form.quantity or form.entity) and _CAPTION_START.match(text):
         return False
+    if form.identifier:  # "what is the invoice number": a code as printed, with a digit, whole, where the
+        # evidence prints what it identifies ("Invoice number | 87B37C9-0152"), not another number of the page
+        return bool(re.search(r"\d", text)) and len(text.split()) <= IDENTIFIER_MAX_WORDS \
+            and not _cut_from_token(text, evidence) and fuzzy_in(form.identifier, set(content_terms(evidence)))
     values = values_in(text)
     if form.time:
         return (any(v.is_year or v.is_date for v in values) or bool(re.search(r"\d{4}", text))) and (

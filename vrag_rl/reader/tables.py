@@ -61,6 +61,15 @@ def grid_of(region: Region) -> Grid | None:
     n_rows = max(r for r, _ in cells) + 1
     n_cols = max(c for _, c in cells) + 1
     header_rows, header_cols = region.header_rows, region.header_cols
+    for r in range(1, header_rows):
+        # a row below the first that reads as the rows under it — a label, then a value or a code ("Invoice
+        # number | 87B37C9-0152" under a "Receipt | Noisebridge" title) — is the table's first body row,
+        # whatever ingestion marked: column names are words or periods
+        first_cell = cells.get((r, 0))
+        if first_cell is not None and _label_like(first_cell.text) and any(
+                not _label_like(cells[(r, c)].text) for c in range(1, n_cols) if (r, c) in cells):
+            header_rows = r
+            break
     filled = [sum((r, c) in cells for c in range(n_cols)) for r in range(n_rows)]
     if n_cols > 1 and n_rows > 2 and filled[0] == 1 and filled[1] >= 2 and header_rows <= 1:
         # a title row spanning the table ("canvas.acroform.textfield parameters") above a row of column
