@@ -13,6 +13,7 @@ def test_the_device_check_compares_both_paths_and_writes_its_numbers(tmp_path):
     out = tmp_path / "maxsim.json"
     run = subprocess.run([sys.executable, str(REPO / "scripts/bench_maxsim_device.py"), "--pages", "120",
                           "--tokens", "32", "--device", "cpu", "--cpu-pages", "80", "--repeats", "1",
+                          "--batches", "1", "16",
                           "--out", str(out)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     report = json.loads(out.read_text())
