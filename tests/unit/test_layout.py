@@ -342,3 +342,40 @@ def test_an_unruled_table_in_one_column_of_a_two_column_page_is_a_table(tmp_path
     cells = {(c.row, c.col): c.text for c in tables[0].cells}
     assert cells[(0, 1)] == "Boats" and cells[(2, 0)] == "South" and cells[(2, 2)] == "7"
     assert tables[0].box[0] > 1191 / 2  # in the right column only
+
+
+def test_a_row_drawn_out_of_order_reads_left_to_right(tmp_path):
+    """A report that draws a sentence's number in another font after its words ("The loss reached | billion
+    won … | 1.3"): read in stream order the number ends the sentence, away from its unit; the row is rebuilt
+    left to right. A table row drawn left to right keeps its cells."""
+    import pymupdf
+
+    doc = pymupdf.open()
+    page = doc.new_page(width=400, height=300)
+    page.insert_text((72, 100), "The loss reached", fontsize=11, fontname="helv")
+    page.insert_text((190, 100), "billion won this year.", fontsize=11, fontname="helv")
+    page.insert_text((170, 100), "1.3", fontsize=11, fontname="cour")  # drawn last, printed in the middle
+    page.insert_text((72, 200), "Station", fontsize=11)
+    page.insert_text((250, 200), "Boats", fontsize=11)
+    doc.save(tmp_path / "out_of_order.pdf")
+    layout = pdf_document_layouts(str(tmp_path / "out_of_order.pdf"), ["oo_1"], [(800, 600)])[0]
+    texts = [r.text for r in layout.regions]
+    assert "The loss reached 1.3 billion won this year." in texts
+    assert not any(t.endswith("1.3") for t in texts)
+
+
+def test_rows_in_reading_order_keeps_rows_drawn_in_order():
+    from search_engine.layout.parts import Line, Piece
+    from search_engine.layout.text_layer import rows_in_reading_order
+
+    def line(text: str, x: float, y: float) -> Line:
+        box = (x, y, x + 6 * len(text), y + 10)
+        return Line(text, box, 10.0, False, [Piece(text, box, 10.0)])
+
+    cells = [line("Station", 10, 0), line("Boats", 200, 0), line("North", 10, 20), line("4", 200, 20)]
+    assert rows_in_reading_order(cells) == cells  # a table's cells, each row left to right: as they are
+    shuffled = [line("words", 10, 0), line("after", 120, 0), line("42", 60, 0), line("next row", 10, 20)]
+    out = rows_in_reading_order(shuffled)
+    assert [ln.text for ln in out] == ["words 42 after", "next row"]
+    assert [p.text for p in out[0].pieces] == ["words", "42", "after"]  # apart: wider gaps than a space
+    assert out[1:] == shuffled[3:]

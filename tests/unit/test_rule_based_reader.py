@@ -639,3 +639,18 @@ def test_an_identifier_is_the_code_its_field_prints():
     assert reading is not None and reading.answer == "33069-62-4"
     # a page that prints no such field has no identifier to give, though it prints other numbers
     assert Reader(None).read("What is the serial number of the pump?", sheet) is None
+
+
+def test_a_value_in_the_unit_of_the_questions_condition_is_not_the_answer():
+    # "once every 3 weeks" is a condition: "every 2 weeks" is the other regimen's schedule, "[24]" a reference
+    # mark, and the dose asked is the amount printed before the condition
+    text = ("One regimen is 135 mg/m2 by IV infusion once every 3 weeks; another is 100 mg/m2 by IV infusion "
+            "once every 2 weeks.[24]")
+    question = "What dose is given by IV infusion once every 3 weeks?"
+    assert answer_span(text, question, question_form(question))[0] == "135 mg/m2"
+    # without a condition in weeks, a duration is what "how long" asks for
+    how_long = "How long is the interval of the second regimen?"
+    assert answer_span("The second regimen repeats every 2 weeks.", how_long, question_form(how_long))[0] == "2 weeks"
+    # a money or scale condition says nothing of the unit asked: other amounts in millions stay answers
+    money = "What was the net income of the segment with $5 million of sales?"
+    assert answer_span("Its net income was $2 million.", money, question_form(money))[0] == "$2 million"

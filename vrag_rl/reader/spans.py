@@ -139,10 +139,26 @@ def anchor_term(text: str, answer: str, question: str) -> str | None:
     return best[1] if best else None
 
 
+_SCALES = frozenset("million billion thousand trillion mn bn k 万 亿 千 百".split())  # a scale, not a unit
+
+
+def unit_of(value: Value) -> str:
+    """The unit a value is printed with, lowercased and singular ("3 weeks" → "week", "$12 million" →
+    "million", "41" → ""): what it measures, to tell a question's condition from its answer."""
+    unit = re.sub(r"^[$€£¥]?\s?[-+\u2212]?\d[\d,]*(?:\.\d+)?\s?", "", value.text).strip().lower()
+    return unit[:-1] if len(unit) > 3 and unit.endswith("s") else unit
+
+
 def wanted_values(text: str, question: str, form: QuestionForm) -> tuple[list[Value], bool]:
     """Values in `text` of the kind the question asks for, without the ones it names itself, and
     whether they are exactly that kind (a "$" for a money question) or only compatible with it."""
-    values = [v for v in values_in(text) if not named_in(v, question)]
+    conditions = {unit_of(v) for v in values_in(question) if not (v.is_date or v.is_money or v.is_percent)}
+    conditions -= {"", *_SCALES}
+    # a value in the unit of one the question states is another value of that condition ("once every 3 weeks":
+    # "every 2 weeks" is the other regimen's schedule, not the dose asked), not the answer
+    marks = [m.span() for m in _CITATION_MARK_ANYWHERE.finditer(text)]  # "weeks.[24]": a reference, no value
+    values = [v for v in values_in(text) if not named_in(v, question) and unit_of(v) not in conditions
+              and not any(a <= v.start < b for a, b in marks)]
     if form.asks_amount and not form.time:  # "how many": a count may be written as a word ("seven transitions")
         values = sorted(values + [v for v in number_words_in(text) if v.text.lower() not in question.lower()],
                         key=lambda v: v.start)
@@ -379,7 +395,8 @@ def key_value(text: str, question: str) -> str:
     return value.strip()
 
 
-_CITATION_MARK = re.compile(r"(?<=\S)\[\d{1,3}(?:[,–-]\d{1,3})*\]\s*$")  # a reference's number in brackets
+_CITATION_MARK_ANYWHERE = re.compile(r"(?<=\S)\[\d{1,3}(?:\s?[,–-]\s?\d{1,3})*\]")  # "therapy.[16]"
+_CITATION_MARK = re.compile(_CITATION_MARK_ANYWHERE.pattern + r"\s*$")  # a reference's number ending a field
 
 
 # ---- the span-type gate: an answer is a span of the type the question asks, or no answer -------------------
