@@ -48,16 +48,25 @@ def _is_heading(block: Block, body: float, body_bold: bool) -> bool:
     return larger or bolder
 
 
+def _apart(line: Line, following: Line) -> bool:
+    """Two lines of one block that cannot be one paragraph: on different printed rows with no x-range in common.
+    PyMuPDF groups a table row's last cells with the next row's label ("100.0 66.1" over "Apr-2015" at the left
+    edge) into one block; read as one paragraph, the label's place is lost and its row's values have no label."""
+    below = following.box[1] >= line.box[3] or line.box[1] >= following.box[3]
+    return below and (following.box[0] > line.box[2] or following.box[2] < line.box[0])
+
+
 def _split_paragraphs(block: Block) -> list[list[Line]]:
     """A block as paragraphs: a break after a line that ends well short of the block's right edge and
-    before an indented line, and at most MAX_REGION_WORDS words each (a block can be a whole column)."""
+    before an indented line, between lines that share no x-range (`_apart`), and at most MAX_REGION_WORDS
+    words each (a block can be a whole column)."""
     box = block.box
     width = max(1.0, box[2] - box[0])
     parts: list[list[Line]] = [[]]
     words = 0
     for k, line in enumerate(block.lines):
         n = len(line.text.split())
-        if parts[-1] and words + n > MAX_REGION_WORDS:
+        if parts[-1] and (words + n > MAX_REGION_WORDS or _apart(parts[-1][-1], line)):
             parts.append([])
             words = 0
         parts[-1].append(line)

@@ -379,3 +379,18 @@ def test_rows_in_reading_order_keeps_rows_drawn_in_order():
     assert [ln.text for ln in out] == ["words 42 after", "next row"]
     assert [p.text for p in out[0].pieces] == ["words", "42", "after"]  # apart: wider gaps than a space
     assert out[1:] == shuffled[3:]
+
+
+def test_lines_of_a_block_that_share_no_x_range_are_two_paragraphs():
+    """PyMuPDF groups a table row's last cells with the next row's label into one block; as one paragraph the
+    label's place (its x-range) is lost, and a reader by printed rows finds the row's values without a label."""
+    from search_engine.layout.compose import _split_paragraphs
+    from search_engine.layout.parts import Block, Line
+
+    cells = Line("100.0 66.1", (650.0, 474.0, 785.0, 515.0), 10.0, False)
+    label = Line("Apr-2015", (132.0, 519.0, 196.0, 560.0), 10.0, False)
+    assert [[ln.text for ln in part] for part in _split_paragraphs(Block(1, [cells, label]))] == [
+        ["100.0 66.1"], ["Apr-2015"]]
+    wrapped = [Line("A paragraph that wraps onto", (100.0, 10.0, 400.0, 20.0), 10.0, False),
+               Line("a second line.", (100.0, 22.0, 200.0, 32.0), 10.0, False)]
+    assert len(_split_paragraphs(Block(2, wrapped))) == 1  # lines that share an x-range: one paragraph

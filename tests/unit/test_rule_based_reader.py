@@ -616,6 +616,7 @@ def test_a_row_label_that_is_a_field_answers_with_its_own_value():
     ("What is the number of employees?", "", True),
     ("What is the total number of votes?", "", True),
     ("What is the highest number of visitors?", "", True),
+    ("What is the carrier's total flight number in the monthly data?", "", True),
 ])
 def test_a_noun_before_number_asks_for_an_identifier(question, noun, quantity):
     form = question_form(question)
@@ -654,3 +655,15 @@ def test_a_value_in_the_unit_of_the_questions_condition_is_not_the_answer():
     # a money or scale condition says nothing of the unit asked: other amounts in millions stay answers
     money = "What was the net income of the segment with $5 million of sales?"
     assert answer_span("Its net income was $2 million.", money, question_form(money))[0] == "$2 million"
+
+
+def test_a_count_is_not_a_share_its_header_marks_in_percent():
+    # "how many flights were operated": the count in the "Flights" row, not the rate printed "(%)" under it,
+    # whose label holds more of the question's words
+    sheet = _table("f", [["", "Domestic", "International"],
+                         ["Flights", "3,916", "4,348"],
+                         ["Flights operated (%)", "98.7", "99.1"]], w=180)
+    reading = Reader(None).read("How many domestic flights were operated?", _page(sheet))
+    assert reading is not None and reading.answer == "3,916"
+    rate = Reader(None).read("What percentage of domestic flights were operated?", _page(sheet))
+    assert rate is not None and rate.answer == "98.7"

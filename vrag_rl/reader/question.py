@@ -234,14 +234,15 @@ def identifier_noun(q: str) -> str:
     """The noun before "number" where the number names an identifier — "the invoice number" → "invoice",
     "CAS number" → "cas", "phone number" → "phone", also before "of" ("the CAS number of paclitaxel") —
     else "". A page prints a code there ("87B37C9-0152", "33069-62-4"), not an amount. "The number of",
-    "the total number", "the largest number" are counts."""
+    "the total number", "the total flight number", "the largest number" are counts."""
     from vrag_rl.reader.terms import STOPWORDS  # (terms imports nothing from here: no cycle)
 
     words = words_of(q)
-    for before, word in zip(words, words[1:]):
-        if word == "number" and before not in STOPWORDS and before not in _COUNTING_MODIFIERS \
+    for k, (before, word) in enumerate(zip(words, words[1:])):
+        counted = k > 0 and (words[k - 1] in _COUNTING_MODIFIERS or is_superlative(words[k - 1]))
+        if word == "number" and before not in STOPWORDS and before not in _COUNTING_MODIFIERS and not counted \
                 and stem(before) not in QUANTITY_NOUNS and not is_superlative(before) and not before.isdigit():
-            return before
+            return before  # ("the total flight number", "the highest page number": a count, a modifier away)
     return ""
 
 

@@ -441,6 +441,15 @@ def asks_dimension(question: str) -> bool:
         w in DIMENSION_NOUNS or stem(w) in DIMENSION_NOUNS for w in words_of(q))
 
 
+_PERCENT_HEADER = re.compile(r"%|\bper ?cent\b|百分比", re.IGNORECASE)
+
+
+def _counts(question: str) -> bool:
+    """Whether the question asks for a count: "how many", "the number of", "the total flight number"."""
+    q = question.lower()
+    return bool(re.search(r"\bhow many\b|\bnumber\b|多少个|几个|数量", q))
+
+
 def span_fits(answer: str, evidence: str, question: str, form: QuestionForm, kind: str = "text",
               pinned: bool = False) -> bool:
     """Whether `answer` is a span of the type the question asks for — the reader's last check before it
@@ -487,6 +496,9 @@ def span_fits(answer: str, evidence: str, question: str, form: QuestionForm, kin
             return False
         if form.needs_number and not (values or number_words_in(text)):
             return False
+        if kind == "table" and form.kind != "percent" and _counts(question) and _PERCENT_HEADER.search(
+                evidence.rpartition(": ")[0]):
+            return False  # "how many / what is the total number": a count, not a share its header marks "(%)"
         return not _cut_from_token(text, evidence)
     if form.entity:
         from vrag_rl.reader.relevance import terms_of  # (relevance imports nothing from here: no cycle)
