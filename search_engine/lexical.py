@@ -87,8 +87,9 @@ def with_document_head(texts: Sequence[str], doc_ids: Sequence[str], page_number
     page), for lexical scoring: a question names its document ("in Chang and Zakhor's paper", "the NREL
     report") and the page it asks about. Printed only on the title page, the document's name makes that page
     win every question about the document; printed on all its pages, the name finds the document and the
-    rest of the question the page (the title field of field-weighted retrieval). Documents of one page
-    are left as they are."""
+    rest of the question the page (the title field of field-weighted retrieval). The first page, which prints
+    its head already, and documents of one page are left as they are: a second copy would count the title twice
+    there and give the title page back the lead on every question that names the document."""
     first: dict[str, tuple[int, str]] = {}
     count: dict[str, int] = {}
     for text, doc, number in zip(texts, doc_ids, page_numbers):
@@ -96,7 +97,7 @@ def with_document_head(texts: Sequence[str], doc_ids: Sequence[str], page_number
         if doc not in first or number < first[doc][0]:
             first[doc] = (number, text)
     heads = {doc: " ".join(text.split()[:DOCUMENT_HEAD_WORDS]) for doc, (_, text) in first.items()}
-    return [f"{text} {heads[doc]}" if count[doc] > 1 and heads[doc] else text
+    return [f"{text} {heads[doc]}" if count[doc] > 1 and heads[doc] and number != first[doc][0] else text
             for text, doc, number in zip(texts, doc_ids, page_numbers)]
 
 
