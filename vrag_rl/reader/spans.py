@@ -459,8 +459,10 @@ def span_fits(answer: str, evidence: str, question: str, form: QuestionForm, kin
     * a quantity ("how many / how much", "what is the total …"): the answer holds a number, and it is not a
       year alone (a column header, not an amount), not a lone digit without a unit unless the question
       counts ("how many": a line number, a footnote or a label otherwise; a table's cell that the question
-      pins by its row and column is a value), and not a number cut out of a longer code ("33069" of
-      "33069-62-4");
+      pins by its row and column is a value), not a number cut out of a longer code ("33069" of
+      "33069-62-4"), and, for a count ("how many", "the total number"), not a table value its header marks
+      in percent; `wanted_values` has already set aside reference marks and values in the unit of a
+      condition the question states;
     * a name ("who / which / where"): the answer holds a word the question does not (a span that only
       repeats the question — its title, its own "which X" noun — names nothing; a table's cell may: the
       question names the row, the cell the thing), is not a date alone, and holds a number when the thing
