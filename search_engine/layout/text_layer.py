@@ -17,6 +17,10 @@ from search_engine.text_extraction import CONTROL_CHARACTERS
 if TYPE_CHECKING:  # pragma: no cover
     import pymupdf
 
+# Empty space, in font sizes, that separates two pieces of a line (table cells); runs of text closer than this
+# are one piece
+CELL_GAP = 0.8
+
 
 def pdf_blocks(page: pymupdf.Page) -> list[Block]:
     import pymupdf
@@ -40,7 +44,7 @@ def pdf_blocks(page: pymupdf.Page) -> list[Block]:
             for span in spans:
                 bold = bool(span["flags"] & 16) or "bold" in span["font"].lower()
                 box = tuple(span["bbox"])
-                if pieces and box[0] - pieces[-1].box[2] <= 0.8 * span["size"]:
+                if pieces and box[0] - pieces[-1].box[2] <= CELL_GAP * span["size"]:
                     prev = pieces[-1]
                     # "The " + "LongTable" (two fonts): the space is printed, so it is kept
                     spaced = spaced or span["text"][:1].isspace()
@@ -92,13 +96,13 @@ def rows_in_reading_order(lines: list[Line]) -> list[Line]:
 
 
 def _joined_row(row: list[Line]) -> Line:
-    """One line of a row's lines: their pieces left to right, two pieces closer than the gap that separates
-    table cells (0.8 of the font size, as spans are joined in `pdf_blocks`) joined into one."""
+    """One line of a row's lines: their pieces left to right, two pieces closer than CELL_GAP (as spans are
+    joined in `pdf_blocks`) joined into one."""
     pieces: list[Piece] = []
     for piece in sorted((p for line in row for p in (line.pieces or [Piece(line.text, line.box, line.size,
                                                                            line.bold)])),
                         key=lambda p: p.box[0]):
-        if pieces and piece.box[0] - pieces[-1].box[2] <= 0.8 * piece.size:
+        if pieces and piece.box[0] - pieces[-1].box[2] <= CELL_GAP * piece.size:
             prev = pieces[-1]
             pieces[-1] = Piece(f"{prev.text} {piece.text}", union([prev.box, piece.box]), max(prev.size, piece.size),
                                prev.bold and piece.bold)

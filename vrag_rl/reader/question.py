@@ -113,6 +113,12 @@ _AXIS = re.compile(r"\baxis\b|\baxes\b|坐标轴", re.I)
 _CHART_TITLE = re.compile(r"\btitle\b|标题", re.I)
 _LEGEND = re.compile(r"\blegends?\b|图例", re.I)
 _COUNT = re.compile(r"\bhow many\b|多少个|几个", re.I)
+_COUNT_NOUN = re.compile(r"\bnumber\b|数量", re.I)
+
+
+def asks_count(question: str) -> bool:
+    """Whether the question asks for a count: "how many", "the number of", "the total flight number", 多少个."""
+    return bool(_COUNT.search(question) or _COUNT_NOUN.search(question))
 
 
 def chart_part(question: str) -> str:

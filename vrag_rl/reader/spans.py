@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from search_engine.lexical import has_cjk
-from vrag_rl.reader.question import QuestionForm, is_superlative, which_head
+from vrag_rl.reader.question import QuestionForm, asks_count, is_superlative, which_head
 from vrag_rl.reader.terms import STOPWORDS, content_terms, fuzzy_in, stem, word_spans, words_of
 from vrag_rl.reader.values import _REFERENCE_LABEL, EN_NUMBER_WORDS, Value, named_in, number_words_in, values_in
 
@@ -444,12 +444,6 @@ def asks_dimension(question: str) -> bool:
 _PERCENT_HEADER = re.compile(r"%|\bper ?cent\b|百分比", re.IGNORECASE)
 
 
-def _counts(question: str) -> bool:
-    """Whether the question asks for a count: "how many", "the number of", "the total flight number"."""
-    q = question.lower()
-    return bool(re.search(r"\bhow many\b|\bnumber\b|多少个|几个|数量", q))
-
-
 def span_fits(answer: str, evidence: str, question: str, form: QuestionForm, kind: str = "text",
               pinned: bool = False) -> bool:
     """Whether `answer` is a span of the type the question asks for — the reader's last check before it
@@ -498,7 +492,7 @@ def span_fits(answer: str, evidence: str, question: str, form: QuestionForm, kin
             return False
         if form.needs_number and not (values or number_words_in(text)):
             return False
-        if kind == "table" and form.kind != "percent" and _counts(question) and _PERCENT_HEADER.search(
+        if kind == "table" and form.kind != "percent" and asks_count(question) and _PERCENT_HEADER.search(
                 evidence.rpartition(": ")[0]):
             return False  # "how many / what is the total number": a count, not a share its header marks "(%)"
         return not _cut_from_token(text, evidence)
