@@ -52,6 +52,7 @@ import logging
 import re
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -556,8 +557,11 @@ class Ingestor:
             degraded.append(record)
             log.warning("%s page %d: %s failed (%s); %s", path.name, page, step, record.reason, record.consequence)
 
-        images, records, layouts = [], [], []
-        with _open_pdf(path) as pdf:
+        images: list[Image.Image] = []
+        records: list[PageRecord] = []
+        layouts: list[PageLayout] = []
+        figure_jobs: dict[int, Future[str]] = {}  # index in `records` -> its figures' text, read in the background
+        with _open_pdf(path) as pdf, ThreadPoolExecutor(max_workers=1, thread_name_prefix="figure-ocr") as figures:
             for rendered in render_pages(path, dpi=self.dpi, first_page=first, last_page=last, max_side=self.max_side,
                                          video=self.video,
                                          on_page_error=lambda n, exc: failed(n, "render", exc, indexed=False)):
@@ -593,21 +597,18 @@ class Ingestor:
                 layout = _page_layout(pdf, number, page_id, (rendered.width, rendered.height), text_source, reading,
                                       self._running, on_error=functools.partial(_at_page, failed, number))
                 if self.ocr and self.ocr_figures and text_source == "pdf":  # words inside pictures are pixels
-                    from search_engine.figure_ocr import read_figures
-
-                    try:
-                        figure_text = read_figures(layout, rendered.image, self.ocr_lang, text,
-                                                   on_error=functools.partial(_figure_failed, failed, number))
-                    except Exception as exc:  # noqa: BLE001 - the figures keep what they had, the page its text
-                        failed(number, "figure_ocr", exc)
-                        figure_text = ""
-                    text = f"{text}\n{figure_text}" if figure_text else text
+                    figure_jobs[len(records)] = figures.submit(_read_figures, layout, rendered.image, self.ocr_lang,
+                                                               text, functools.partial(_at_page, failed, number))
                 layouts.append(layout)
                 records.append(PageRecord(page_id=page_id, doc_id=doc_id, page_number=number,
                                           image_path=rel.as_posix(), width=rendered.width, height=rendered.height,
                                           source_path=str(path.resolve()), text=text, text_source=text_source,
                                           extra=extra))
                 images.append(rendered.image)
+            for k, job in figure_jobs.items():  # before the chunk is embedded: the figures' words are searched
+                figure_text = job.result()
+                records[k].text = f"{records[k].text}\n{figure_text}" if figure_text else records[k].text
+        degraded.sort(key=lambda d: d.page)  # figure OCR reports from its thread
         numbers = [r.page_number for r in records]
         arrays: dict[str, np.ndarray] = {}
         visual_embedder, text_embedder = embedders.get("visual"), embedders.get("text")
@@ -811,10 +812,21 @@ def _at_page(failed: Callable[[int, str, BaseException], None], number: int, ste
     failed(number, step, exc)
 
 
-def _figure_failed(failed: Callable[[int, str, BaseException], None], number: int, region_id: str,
-                   exc: Exception) -> None:
-    """`failed` for one figure of a page: what `read_figures`' `on_error(region_id, exc)` calls."""
-    failed(number, "figure_ocr", exc)
+def _read_figures(layout: PageLayout, image: Image.Image, lang: str | None, page_text: str,
+                  failed: Callable[[str, BaseException], None]) -> str:
+    """`figure_ocr.read_figures` of one page behind the page's boundary: the text read ("" when nothing was, or
+    when OCR failed: the figures keep what they had, the page its text, the failure goes to `failed(step, exc)`).
+
+    Ingestion runs it on a thread while the next pages are rendered and laid out: tesseract is a child
+    process, so on 2 cores it reads a page's figures on one core while Python lays out the next page on the
+    other (62 Debian pages: 5.7 s of figure OCR, most of it hidden). It writes only this page's `layout`."""
+    from search_engine.figure_ocr import read_figures
+
+    try:
+        return read_figures(layout, image, lang, page_text, on_error=lambda _region, exc: failed("figure_ocr", exc))
+    except Exception as exc:  # noqa: BLE001 - the figures keep what they had, the page its text
+        failed("figure_ocr", exc)
+        return ""
 
 
 def _embed_pages(embed: Callable[[list[Any]], list[np.ndarray]], items: list[Any], numbers: list[int], step: str,

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from search_engine.embedders._torch_utils import batched, resolve_device
+from search_engine.embedders._torch_utils import resolve_device
 from search_engine.embedders.base import EmbedderSpec
 
 MINILM_ALIASES = {"minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
@@ -55,6 +55,24 @@ def embed_windowed(texts: Sequence[str], max_length: int,
     return result
 
 
+def token_batches(lengths: Sequence[int], budget: int, max_count: int = 256) -> list[list[int]]:
+    """Indices of `lengths` (word pieces per text) cut into batches for an encoder that pads a batch to its
+    longest text: the texts sorted by length, each batch at most `budget` word pieces once padded and at most
+    `max_count` texts. Written here because neither transformers nor sentence-transformers exposes it (the
+    latter sorts by characters and cuts fixed counts, which is what this replaces)."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in order:  # ascending: the text added is the batch's longest
+        if current and ((len(current) + 1) * max(lengths[i], 1) > budget or len(current) >= max_count):
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
+
+
 class SentenceEmbedder:
     """Mean-pooled, L2-normalised sentence vectors; texts longer than max_length are split into
     windows and averaged so the end of a dense page still counts.
@@ -64,7 +82,8 @@ class SentenceEmbedder:
     page first less often on the real-PDF development set (R@1 87.3 -> 89.9 with 128, slide decks unchanged:
     their regions are short)."""
 
-    def __init__(self, model: str = "minilm", device: str = "auto", batch_size: int = 32, max_length: int = 128):
+    def __init__(self, model: str = "minilm", device: str = "auto", batch_size: int = 16, max_length: int = 128,
+                 tokens_per_batch: int = 1024):
         import torch
         from transformers import AutoModel, AutoTokenizer
 
@@ -76,33 +95,37 @@ class SentenceEmbedder:
         self.model = AutoModel.from_pretrained(path).to(self.device).eval()
         self.batch_size = batch_size
         self.max_length = max_length
+        self.tokens_per_batch = tokens_per_batch
         self._torch = torch
         dim = int(self.model.config.hidden_size)
         kind = "minilm" if model.lower() in MINILM_ALIASES else "sentence"
         self.spec = EmbedderSpec(kind=kind, model=model, modality="text", multi_vector=False, dim=dim)
 
     def _encode(self, texts: list[str]) -> np.ndarray:
-        """Vectors in the order of `texts`. Batches are formed from texts of similar length (sorted by
-        length, then put back in order): a batch is padded to its longest text, and page regions range
-        from a word to a few hundred, so unsorted batches spent most of their time on padding."""
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        vectors = self._encode_in_order([texts[i] for i in order])
-        result = np.empty_like(vectors)
-        result[order] = vectors
+        """Vectors in the order of `texts`, computed in batches of texts of one length.
+
+        Every text is tokenised once, the texts sorted by their number of word pieces, and cut into batches
+        of at most `tokens_per_batch` word pieces once padded and `batch_size` texts (`token_batches`): a batch
+        is padded to its longest text, and page regions range from a word to a whole window, so 32 texts a
+        batch sorted by characters spent 43 % of the encoder's work on padding. On 2 CPU cores the encoder is
+        also fastest on small batches (1024 word pieces, 16 texts: 7.0 s for the 1,113 region texts of the
+        Debian documents, 10.2 s as before, 21.7 s at 8,192 word pieces). The vectors are the same."""
+        if not texts:
+            return np.zeros((0, self.spec.dim), np.float32)
+        ids = self.tokenizer(list(texts), truncation=True, max_length=self.max_length)["input_ids"]
+        result = np.empty((len(texts), self.spec.dim), np.float32)
+        for batch in token_batches([len(row) for row in ids], self.tokens_per_batch, self.batch_size):
+            result[batch] = self._encode_ids([ids[i] for i in batch])
         return result
 
-    def _encode_in_order(self, texts: list[str]) -> np.ndarray:
+    def _encode_ids(self, ids: list[list[int]]) -> np.ndarray:
         torch = self._torch
-        out = []
-        for chunk in batched(texts, self.batch_size):
-            enc = self.tokenizer(list(chunk), padding=True, truncation=True, max_length=self.max_length,
-                                 return_tensors="pt").to(self.device)
-            with torch.inference_mode():
-                hidden = self.model(**enc).last_hidden_state
-            mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-            out.append(torch.nn.functional.normalize(pooled, dim=-1).float().cpu().numpy())
-        return np.concatenate(out, axis=0) if out else np.zeros((0, self.spec.dim), np.float32)
+        enc = self.tokenizer.pad({"input_ids": ids}, padding=True, return_tensors="pt").to(self.device)
+        with torch.inference_mode():
+            hidden = self.model(**enc).last_hidden_state
+        mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        return torch.nn.functional.normalize(pooled, dim=-1).float().cpu().numpy()
 
     def _windows(self, text: str) -> list[str]:
         return word_windows(text, self.max_length)
