@@ -509,9 +509,10 @@ def _finish(report: dict[str, Any], args: BenchSettings, questions: Path,
         for r in results:
             r.half = ("held-back" if r.document in held_back else "development") if held_back else r.half
         halves = held_back or any(r.half for r in results)
-        # A question file's held-back half (the world set's) is measured, never shown: no question, answer or
-        # prediction of it is printed or written, so nobody develops the reader looking at it.
-        shown = [r for r in results if held_back or r.half != "held-back"]
+        # The held-back half — a question file's (the world set's) or the documents named by --held-back-docs
+        # (the slide decks') — is measured, never shown: no question, answer or prediction of it is printed or
+        # written, so nobody develops the reader looking at it.
+        shown = [r for r in results if r.half != "held-back"]
         if args.verbose:
             for r in shown:
                 verdict = ("OK " if r.contains else "NF " if r.not_found else "BAD" if r.contains is not None
