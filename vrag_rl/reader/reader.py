@@ -150,20 +150,24 @@ class Reader:
             for candidate in candidates:
                 if any(candidate.region_id == r.region_id for r in cover):
                     candidate.found |= cover_terms
-        cosines = self.embedder.cosines(question, [c.scored_text for c in candidates])
         keys = _key_terms(question) & set(q_terms)
+
+        def may_answer(candidate: _Candidate) -> bool:
+            if not weights.matched(candidate.found):
+                return False
+            if any(not fuzzy_in(k, candidate.found | candidate.context | page_terms) for k in keys):
+                return False  # the question names its subject by an identifier the evidence does not print
+            if candidate.answer == candidate.evidence and not terms_of(candidate.answer) - all_terms:
+                return False  # only the question's own words (a title): it cannot hold an answer
+            if candidate.kind == "text" and not _WORD.search(candidate.evidence):
+                return False  # a number printed alone says nothing of what it counts: its row says (`rows`)
+            # a list that only names what is asked about among others says nothing of it
+            return not (candidate.answer == candidate.evidence and _names_one_item(candidate.answer, all_terms))
+
+        candidates = [c for c in candidates if may_answer(c)]  # before the embedder: it reads only these
+        cosines = self.embedder.cosines(question, [c.scored_text for c in candidates])
         readings = []
         for candidate, cosine in zip(candidates, cosines):
-            if not weights.matched(candidate.found):
-                continue
-            if any(not fuzzy_in(k, candidate.found | candidate.context | page_terms) for k in keys):
-                continue  # the question names its subject by an identifier the evidence does not print
-            if candidate.answer == candidate.evidence and not terms_of(candidate.answer) - all_terms:
-                continue  # only the question's own words (a title): it cannot hold an answer
-            if candidate.kind == "text" and not _WORD.search(candidate.evidence):
-                continue  # a number printed alone says nothing of what it counts: its row says (`rows`)
-            if candidate.answer == candidate.evidence and _names_one_item(candidate.answer, all_terms):
-                continue  # a list that only names what is asked about among others says nothing of it
             coverage = weights.coverage(candidate.found, page_terms | candidate.context)
             # evidence that itself states what is asked beats evidence that only sits under the right heading
             score = (coverage + 0.25 * weights.coverage(candidate.own) + 0.5 * float(cosine) + candidate.bonus
