@@ -420,6 +420,57 @@ def test_a_category_is_not_guessed_from_bar_heights(chart_layout):
     assert reading is None or reading.answer not in ("Q1", "Q2", "Q3"), reading
 
 
+def _line_plot(with_caption: bool) -> Region:
+    """A line plot as OCR reads a scanned one: y ticks in a column, x ticks in a row, the x axis' title under
+    them, a title over the plot, and (when `with_caption`) the caption's two pieces side by side at the bottom."""
+    labels = [Label("Fuel savings by speed", (220, 60, 400, 80))]
+    labels += [Label(f"{v}%", (100, 100 + 40 * i, 130, 114 + 40 * i)) for i, v in enumerate((40, 30, 20, 10, 0))]
+    labels += [Label(str(v), (200 + 100 * i, 300, 215 + 100 * i, 314)) for i, v in enumerate((5, 10, 15, 20))]
+    labels.append(Label("Maximum speed (mph)", (300, 330, 480, 346)))
+    caption = ""
+    if with_caption:
+        labels += [Label("Fig. 7.", (90, 380, 130, 396)), Label("Savings at the maximum speed.", (150, 380, 400, 396))]
+        caption = "Fig. 7. Savings at the maximum speed."
+    return Region("f", "figure", (80, 50, 600, 400), "\n".join(lb.text for lb in labels), caption, labels=labels)
+
+
+@pytest.mark.parametrize("with_caption", [False, True])
+def test_a_line_plots_x_title_lies_under_its_second_axis(with_caption):
+    from vrag_rl.reader.charts import read_chart
+
+    chart = read_chart(_line_plot(with_caption))
+    assert chart.value_axis_side == "y" and [lb.text for lb in chart.second_axis] == ["5", "10", "15", "20"]
+    # the caption OCR read among the labels is neither a row of categories nor the x axis' title
+    assert chart.categories == [] and chart.x_title.text == "Maximum speed (mph)"
+    assert chart.title.text == "Fuel savings by speed"
+
+
+def test_an_axis_title_question_is_answered_by_the_axis_title_only():
+    page = _page(_line_plot(with_caption=True))
+    reader = Reader(None)
+    # named by its caption in brackets or by the title printed over it; "maximum" there asks for no extreme
+    for question in ("What is the x-axis label of Fig. 7 (savings at the maximum speed)?",
+                     "What is the x-axis label of the 'Fuel savings by speed' chart?"):
+        reading = reader.read(question, page)
+        assert reading is not None and reading.answer == "Maximum speed (mph)", (question, reading)
+    # a chart whose x axis has no title says nothing, not its caption
+    untitled = _line_plot(with_caption=True)
+    untitled.labels = [lb for lb in untitled.labels if lb.text != "Maximum speed (mph)"]
+    assert reader.read("What is the x-axis label of Fig. 7 (savings at the maximum speed)?", _page(untitled)) is None
+
+
+def test_what_a_question_quotes_or_captions_is_no_form_word():
+    from vrag_rl.reader.question import without_names
+
+    assert without_names("What is the x-axis label of Fig. 7 (maximum bit rates)?") == \
+        "What is the x-axis label of Fig. 7?"
+    assert "Two" not in without_names("In ReportLab's Figure 11-3 'Two isolated axes', which label is rotated?")
+    assert without_names("What are the authors' and the editors' names?") == \
+        "What are the authors' and the editors' names?"  # apostrophes quote nothing
+    assert question_form("What is the x-axis label of Fig. 7 (maximum bit rates for VCR scanning)?").superlative == 0
+    assert question_form("What is the maximum bit rate in Fig. 7?").superlative == 1
+
+
 def test_figure_of_labels_only_counts_its_parts():
     from search_engine.page_layout import Label
 

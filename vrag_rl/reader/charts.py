@@ -19,6 +19,7 @@ question about it gets no answer from the chart rather than a guess.
 """
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -146,6 +147,7 @@ def read_chart(region: Region) -> Chart:
     if len(labels) < 2:
         return chart
     tol = 0.5 * _line_height(labels)
+    labels = _without_caption(labels, region.caption, tol)
     numeric = [lb for lb in labels if number(lb) is not None]
     chart.value_axis, chart.value_axis_side = _value_axis(numeric, tol)
     taken = {id(lb) for lb in chart.value_axis}
@@ -174,6 +176,28 @@ def read_chart(region: Region) -> Chart:
     _titles(chart, [lb for lb in labels if id(lb) not in taken])
     chart.legend = _legend(chart, tol)
     return chart
+
+
+# A caption's reference label opening a line: "Fig. 7.", "Figure 2-1.", "Table III", 图 3, 表 1
+_CAPTION_START = re.compile(r"^\s*(?:fig(?:ure)?\.?|table|图|表)\s*[\dIVXivx]", re.IGNORECASE)
+
+
+def _without_caption(labels: list[Label], caption: str, tol: float) -> list[Label]:
+    """The labels without the figure's caption, when OCR read the caption among the figure's words ("Fig. 7."
+    and "Maximum bit rates for VCR scanning." side by side under the plot would otherwise be a row of two
+    categories, and lie below the x axis' title): the line that opens with the caption's reference label and,
+    the caption being outside the plot, every line beyond it (below it when it is in the figure's lower half,
+    above it otherwise). Only a label the caption itself prints opens it; without a caption nothing is dropped."""
+    folded = " ".join(caption.split()).lower()
+    starts = [lb for lb in labels if _CAPTION_START.match(lb.text) and " ".join(lb.text.split()).lower()[:6] in folded]
+    if not folded or not starts:
+        return labels
+    top, bottom = min(lb.box[1] for lb in labels), max(lb.box[3] for lb in labels)
+    opener = max(starts, key=_cy)
+    if _cy(opener) >= (top + bottom) / 2:  # under the plot: its line and what follows
+        return [lb for lb in labels if _cy(lb) < opener.box[1] - tol / 2]
+    opener = min(starts, key=_cy)
+    return [lb for lb in labels if _cy(lb) > opener.box[3] + tol / 2]
 
 
 def _legend(chart: Chart, tol: float) -> list[Label]:
@@ -224,7 +248,7 @@ def _pairs(chart: Chart, values: list[Label]) -> list[Pair]:
 
 def _titles(chart: Chart, rest: list[Label]) -> None:
     """Axis titles and the chart title among the labels no axis or bar claimed; the rest stays `others`."""
-    axis = chart.value_axis + chart.categories
+    axis = chart.value_axis + chart.second_axis + chart.categories
     if not axis:
         chart.others = rest
         return
@@ -232,7 +256,7 @@ def _titles(chart: Chart, rest: list[Label]) -> None:
     right = max(lb.box[2] for lb in axis)
     top = min(lb.box[1] for lb in axis)
     bottom = max(lb.box[3] for lb in axis)
-    has_x_axis = chart.category_side == "x" or chart.value_axis_side == "x"
+    has_x_axis = chart.category_side == "x" or chart.value_axis_side == "x" or bool(chart.second_axis)
     for label in sorted(rest, key=lambda lb: lb.box[1]):
         if _upright(label) and chart.y_title is None and (label.box[2] <= left + 1 or label.box[0] >= right - 1):
             chart.y_title = label

@@ -142,6 +142,15 @@ def chart_part(question: str) -> str:
     return ""
 
 
+_PART_NAME = re.compile(r"\b(label(?:l?ed)?|title[sd]?|name[sd]?|called)\b|标题|名称|标签|标注", re.I)
+
+
+def asks_axis_title(question: str) -> bool:
+    """Whether the question asks what an axis is labelled ("what is the x-axis label of Fig. 7", 纵轴的标题):
+    only the chart's axis title answers that, never its caption or a sentence about the chart."""
+    return chart_part(question) in ("x", "y") and bool(_PART_NAME.search(question))
+
+
 # Verbs by which a question quotes the document rather than saying what it is about ("which plant does the
 # lecture *call* the most primitive", "which software does the slide *mention*", "what is *listed* last").
 # General English, like the stopwords: a page rarely prints them, and a term the page does not print weighs
@@ -252,10 +261,23 @@ def identifier_noun(q: str) -> str:
     return ""
 
 
+# What a question quotes ('Two isolated axes', "Net sales", 「…」) and the caption it gives after a figure's or
+# a table's label ("Fig. 7 (maximum bit rates for VCR scanning)"): names of things, not the question's form
+_QUOTED = re.compile(r"(?<!\w)'[^']{2,}'(?!\w)|\"[^\"]{2,}\"|‘[^’]{2,}’|“[^”]{2,}”|「[^」]+」|『[^』]+』")
+_LABEL_CAPTION = re.compile(r"\b((?:fig(?:ure)?|table|tab)\.?\s*[\w.\-–]+)\s*\([^()]*\)", re.IGNORECASE)
+
+
+def without_names(question: str) -> str:
+    """The question without the names it quotes and the captions it gives (see _QUOTED, _LABEL_CAPTION):
+    "maximum" in "Fig. 7 (maximum bit rates …)" names the figure and asks for no extreme."""
+    return _QUOTED.sub(" ", _LABEL_CAPTION.sub(r"\1", question))
+
+
 def question_form(question: str, titles: str = "") -> QuestionForm:
-    """Classify the question by its form words (English and Chinese), never by its topic. `titles`: the
-    page's headings and captions, which may print the question's superlative as a name (`names_superlative`)."""
-    q = question.lower()
+    """Classify the question by its form words (English and Chinese), never by its topic; what it quotes or
+    gives as a caption names a thing and is left out (`without_names`). `titles`: the page's headings and
+    captions, which may print the question's superlative as a name (`names_superlative`)."""
+    q = without_names(question).lower()
     entity = bool(_ENTITY_START.search(q))
     superlative = 1 if _SUPERLATIVE_MAX.search(q) else -1 if _SUPERLATIVE_MIN.search(q) else 0
     if superlative and names_superlative(question, titles):

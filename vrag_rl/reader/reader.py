@@ -31,6 +31,7 @@ from vrag_rl.reader.geometry import intersects, union
 from vrag_rl.reader.question import (
     PHRASING_VERBS,
     QuestionForm,
+    asks_axis_title,
     chart_part,
     form_words,
     question_form,
@@ -62,6 +63,7 @@ class Reading:
     score: float = 0.0
     coverage: float = 0.0
     legible: bool = True  # False: the right cell, but its print did not read as the kind asked (zoom in)
+    named: bool = False  # a table's cell whose row and column the question both names
 
 
 @dataclass
@@ -80,6 +82,7 @@ class _Candidate:
     context: set[str] = field(default_factory=set)  # terms around it (section heading): half credit
     legible: bool = True
     named: bool = False  # (tables) the question names both the cell's row and its column: supported as such
+    chart_part: bool = False  # (figures) read off a part of a chart: an axis' title, a tick, the legend
 
 
 class Reader:
@@ -134,6 +137,8 @@ class Reader:
             candidates += _captions_named(question, form, all_regions)
             if form.wants_value and not form.time:
                 candidates += self._printed_rows(layout.regions, question, form, ignore)
+        if asks_axis_title(question) and not form.wants_value:  # only an axis' title says what it is labelled
+            candidates = [c for c in candidates if c.chart_part]
         # an answer is a span of the type asked (a value with its unit, a date, a name), else no answer
         candidates = [c for c in candidates if c.fits and c.answer.strip()
                       and spans.span_fits(c.answer, c.evidence, question, form, c.kind, c.pinned)]
@@ -185,7 +190,8 @@ class Reader:
             elif candidate.named:
                 coverage = max(coverage, MIN_COVERAGE)  # the question names its row and its column
             readings.append(Reading(candidate.answer, candidate.evidence, candidate.box, candidate.region_id,
-                                    candidate.kind, round(score, 6), round(coverage, 6), candidate.legible))
+                                    candidate.kind, round(score, 6), round(coverage, 6), candidate.legible,
+                                    candidate.named and candidate.pinned))
         readings.sort(key=lambda r: (-r.score, r.box[1], r.box[0]))
         return readings
 
@@ -700,11 +706,15 @@ def _chart_parts(region: Region, chart: charts.Chart, question: str, form: Quest
     shows. Each only when the question names that part (`question.chart_part`)."""
     part = chart_part(question)
     out: list[_Candidate] = []
+    # a question names a chart by its caption or by the title printed over it ("the 'Eliminate Stops and Near
+    # Stops' chart"): both say which chart every part of it belongs to
+    named = f"{caption} {chart.title.text}" if chart.title is not None else caption
 
     def add(answer: str, what: str, boxes: list[Box], bonus: float = 0.2) -> None:
         evidence = f"{what}: {answer}"
         out.append(_Candidate(answer, evidence, union(boxes), region.region_id, "figure", f"{evidence} {caption}",
-                              terms_of(f"{evidence} {caption}"), terms_of(evidence), True, True, bonus, half))
+                              terms_of(f"{evidence} {named}"), terms_of(evidence), True, True, bonus, half,
+                              chart_part=True))
 
     titles = {"x": (chart.x_title, "x-axis (horizontal axis) label title"),
               "y": (chart.y_title, "y-axis (vertical axis) label title"),
