@@ -303,6 +303,17 @@ def test_a_command_line_is_one_name():
     assert _read("建议初级用户执行哪条命令同时升级 tlmgr 本身和全部宏包？", page) == "sudo tlmgr update --self --all"
 
 
+def test_a_latin_name_in_a_cjk_sentence_is_the_name_asked():
+    from vrag_rl.reader.spans import latin_in_cjk
+
+    # a name Chinese text borrows is set in Latin letters; what the question already prints names nothing new
+    assert latin_in_cjk("Epyt 主题中其中默认样式为 beta。", "Epyt 主题的默认样式是哪一个？") == [(16, "beta")]
+    assert latin_in_cjk("使用 MS PowerPoint 制作", "哪个软件？") == [(3, "MS PowerPoint")]
+    page = _page(Region("a", "text", (45, 100, 700, 120), "Epyt 主题中所有可用的样式如下所列。"),
+                 Region("b", "text", (45, 130, 700, 150), "其中默认样式为 beta。"))
+    assert _read("Epyt 主题的默认样式是哪一个？", page) == "beta"
+
+
 def test_a_position_in_a_list_is_read_by_its_index():
     from vrag_rl.reader.lists import items_in, ordinal
 

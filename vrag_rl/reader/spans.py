@@ -235,6 +235,22 @@ def _name_like(word: str) -> bool:
     return word[:1].isupper() or bool(re.search(r"[\d_]|.[A-Z]", word))
 
 
+_LATIN_RUN = re.compile(r"[A-Za-z][\w.+#-]*(?:[ \t]+[A-Za-z][\w.+#-]*)*")
+
+
+def latin_in_cjk(text: str, question: str) -> list[tuple[int, str]]:
+    """Runs of Latin-script words in a Chinese, Japanese or Korean sentence that the question does not already
+    print, with their offsets: such text sets a name it borrows (a style, a program, a product, a person's
+    name as printed abroad) in its own script, where capitals do not mark names ("其中默认样式为 beta")."""
+    asked = set(content_terms(question))
+    out = []
+    for match in _LATIN_RUN.finditer(text):
+        run = match.group(0).rstrip(".-")
+        if run and not set(content_terms(run)) <= asked:
+            out.append((match.start(), run))
+    return out
+
+
 def head_phrases(text: str, question: str) -> list[tuple[int, str]]:
     """Spans that name what a "which X" question asks about as the text prints it: the noun X with the
     name in front of it ("Wallace line" for "which line", "the appendixnumberbeamer package" for "which
@@ -352,7 +368,8 @@ def answer_span(text: str, question: str, form: QuestionForm,
         return text.strip(), 2  # a command with its options is one name: "tlmgr update --self --all", whole
     if form.entity:
         names = head_phrases(text, question) or (
-            identifiers_in(text, question) + ([] if has_cjk(text) else names_in(text, question)))
+            identifiers_in(text, question) + (latin_in_cjk(text, question) if has_cjk(text)
+                                              else names_in(text, question)))
         if names:
             return _nearest(text, sorted(names), question, ignore), 2
     return text, 1
