@@ -179,7 +179,7 @@ def read_chart(region: Region) -> Chart:
 
 
 # A caption's reference label opening a line: "Fig. 7.", "Figure 2-1.", "Table III", 图 3, 表 1
-_CAPTION_START = re.compile(r"^\s*(?:fig(?:ure)?\.?|table|图|表)\s*[\dIVXivx]", re.IGNORECASE)
+_CAPTION_START = re.compile(r"^\s*(?:fig(?:ure)?\.?|table|图|表)\s*(?:\d|[IVX]+\b)", re.IGNORECASE)
 
 
 def _without_caption(labels: list[Label], caption: str, tol: float) -> list[Label]:

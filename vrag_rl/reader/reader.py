@@ -63,7 +63,6 @@ class Reading:
     score: float = 0.0
     coverage: float = 0.0
     legible: bool = True  # False: the right cell, but its print did not read as the kind asked (zoom in)
-    named: bool = False  # a table's cell whose row and column the question both names
 
 
 @dataclass
@@ -190,8 +189,7 @@ class Reader:
             elif candidate.named:
                 coverage = max(coverage, MIN_COVERAGE)  # the question names its row and its column
             readings.append(Reading(candidate.answer, candidate.evidence, candidate.box, candidate.region_id,
-                                    candidate.kind, round(score, 6), round(coverage, 6), candidate.legible,
-                                    candidate.named and candidate.pinned))
+                                    candidate.kind, round(score, 6), round(coverage, 6), candidate.legible))
         readings.sort(key=lambda r: (-r.score, r.box[1], r.box[0]))
         return readings
 
