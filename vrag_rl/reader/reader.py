@@ -283,12 +283,18 @@ class Reader:
                 box = union([cell.box, *grid.header_boxes(r, c)])
                 named = row_hit.get(r, False) and col_hit.get(c, False) and len(rows) > 1 and len(cols) > 1 \
                     and bool(q_terms & terms_of(col_label))
+                # a value asked of the cell named by most of the words of both its headers: a lookup, as sure as a
+                # field's label (a header that shares one word of three with the question, "International Cargo
+                # Ton" for "international passengers", names another column; "which terminal has the most
+                # berths" asks for a row, not a cell)
+                looked_up = named and form.wants_value and not form.superlative \
+                    and _mostly_named(row_label, q_terms) and _mostly_named(col_label, q_terms)
                 out.append(_Candidate(answer, evidence.strip(": "), box, region.region_id, "table",
                                       f"{row_label} {col_label} {cell.text}".strip(),
                                       terms_of(f"{row_label} {col_label} {cell.text} {around} {row_texts[r]}"),
                                       terms_of(f"{row_label} {col_label} {cell.text}"), True, pinned,
-                                      (0.1 if fit == 2 else 0.0 if legible else -0.2) + whole_row * 0.1, half,
-                                      legible, named))
+                                      (0.1 if fit == 2 else 0.0 if legible else -0.2) + whole_row * 0.1
+                                      + looked_up * 0.2, half, legible, named))
                 cell_terms = terms_of(cell.text)
                 quoted = bool(cell_terms) and (len(cell_terms & q_terms) * 2 >= len(cell_terms)
                                                or bool(cell_terms & keys))
@@ -350,10 +356,13 @@ class Reader:
                 # the more of the row's label the question says, the surer the row ("Net profit", not "Net
                 # changes in the fair value of cash flow hedges" for "what net profit")
                 named_share = len(terms_of(label) & q_terms) / max(1, len(terms_of(label)))
+                # a lookup by most of the words of the row's label and of the column's own header (as `_table`)
+                looked_up = hit and len(same_row) > 1 and not form.superlative and _mostly_named(label, q_terms) \
+                    and _mostly_named(" ".join(sorted(column)), q_terms | asked_years)
                 out.append(_Candidate(answer, evidence, box, item.value.region_id, "table",
                                       f"{label} {' '.join(sorted(column))} {item.value.text}",
                                       mine | terms_of(item.value.text), mine, True, pinned,
-                                      (0.1 if fit == 2 else 0.0) + 0.2 * named_share, shared,
+                                      (0.1 if fit == 2 else 0.0) + 0.2 * named_share + 0.2 * looked_up, shared,
                                       named=hit and len(same_row) > 1))
         return out
 
@@ -372,6 +381,12 @@ def _field_in_label(grid: tables.Grid, row: int, question: str, form: QuestionFo
     if not fit or cell is None:
         return None
     return answer, cell.box
+
+
+def _mostly_named(header: str, asked: set[str]) -> bool:
+    """Whether the question says at least half of a header's words (its unit in brackets aside: "净利润(百万元)")."""
+    words = terms_of(re.sub(r"[(（][^()（）]*[)）]", " ", header)) or terms_of(header)
+    return bool(words) and 2 * sum(fuzzy_in(w, asked) for w in words) >= len(words)
 
 
 def _years_in(text: str) -> list[str]:
