@@ -288,7 +288,8 @@ class Reader:
                 # Ton" for "international passengers", names another column; "which terminal has the most
                 # berths" asks for a row, not a cell)
                 looked_up = named and form.wants_value and not form.superlative \
-                    and _mostly_named(row_label, q_terms) and _mostly_named(col_label, q_terms)
+                    and _mostly_named(_header_terms(row_label), q_terms) \
+                    and _mostly_named(_header_terms(col_label), q_terms)
                 out.append(_Candidate(answer, evidence.strip(": "), box, region.region_id, "table",
                                       f"{row_label} {col_label} {cell.text}".strip(),
                                       terms_of(f"{row_label} {col_label} {cell.text} {around} {row_texts[r]}"),
@@ -324,7 +325,7 @@ class Reader:
         for same_row in by_label.values():
             # a row is named by its label's words; what the label adds in brackets is its unit or a note
             # ("净利润(百万元)", "Flight Operation Rate (%)"), which many rows share
-            label = re.sub(r"[(（][^()（）]*[)）]", " ", same_row[0].label.text).strip() or same_row[0].label.text
+            label = _without_unit(same_row[0].label.text)
             if not q_terms & (terms_of(label) - ignore):
                 continue  # a row the question does not name
             # what heads every value of the row (the statement's title, its unit) locates no column: half
@@ -357,8 +358,8 @@ class Reader:
                 # changes in the fair value of cash flow hedges" for "what net profit")
                 named_share = len(terms_of(label) & q_terms) / max(1, len(terms_of(label)))
                 # a lookup by most of the words of the row's label and of the column's own header (as `_table`)
-                looked_up = hit and len(same_row) > 1 and not form.superlative and _mostly_named(label, q_terms) \
-                    and _mostly_named(" ".join(sorted(column)), q_terms | asked_years)
+                looked_up = hit and len(same_row) > 1 and not form.superlative \
+                    and _mostly_named(_header_terms(label), q_terms) and _mostly_named(column, q_terms | asked_years)
                 out.append(_Candidate(answer, evidence, box, item.value.region_id, "table",
                                       f"{label} {' '.join(sorted(column))} {item.value.text}",
                                       mine | terms_of(item.value.text), mine, True, pinned,
@@ -383,9 +384,19 @@ def _field_in_label(grid: tables.Grid, row: int, question: str, form: QuestionFo
     return answer, cell.box
 
 
-def _mostly_named(header: str, asked: set[str]) -> bool:
-    """Whether the question says at least half of a header's words (its unit in brackets aside: "净利润(百万元)")."""
-    words = terms_of(re.sub(r"[(（][^()（）]*[)）]", " ", header)) or terms_of(header)
+def _without_unit(header: str) -> str:
+    """A header without what it adds in brackets, its unit or a note ("净利润(百万元)", "Flight Operation Rate (%)"),
+    which many rows share; the header as printed when it is nothing else."""
+    return re.sub(r"[(（][^()（）]*[)）]", " ", header).strip() or header
+
+
+def _header_terms(header: str) -> set[str]:
+    """The terms that name a row or a column: its header's without its unit (`_without_unit`), else all of them."""
+    return terms_of(_without_unit(header)) or terms_of(header)
+
+
+def _mostly_named(words: set[str], asked: set[str]) -> bool:
+    """Whether the question says at least half of a header's terms (`_header_terms`)."""
     return bool(words) and 2 * sum(fuzzy_in(w, asked) for w in words) >= len(words)
 
 
