@@ -51,8 +51,11 @@ def _is_heading(block: Block, body: float, body_bold: bool) -> bool:
 def _apart(line: Line, following: Line) -> bool:
     """Two lines of one block that cannot be one paragraph: on different printed rows with no x-range in common.
     PyMuPDF groups a table row's last cells with the next row's label ("100.0 66.1" over "Apr-2015" at the left
-    edge) into one block; read as one paragraph, the label's place is lost and its row's values have no label."""
-    below = following.box[1] >= line.box[3] or line.box[1] >= following.box[3]
+    edge) into one block; read as one paragraph, the label's place is lost and its row's values have no label.
+    Rows set tight touch or overlap by a sliver (a glyph box is taller than the line pitch), so "another row" is
+    a vertical overlap of at most a quarter of the lower line's height."""
+    overlap = min(line.box[3], following.box[3]) - max(line.box[1], following.box[1])
+    below = overlap <= 0.25 * min(line.box[3] - line.box[1], following.box[3] - following.box[1])
     return below and (following.box[0] > line.box[2] or following.box[2] < line.box[0])
 
 

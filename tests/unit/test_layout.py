@@ -391,6 +391,11 @@ def test_lines_of_a_block_that_share_no_x_range_are_two_paragraphs():
     label = Line("Apr-2015", (132.0, 519.0, 196.0, 560.0), 10.0, False)
     assert [[ln.text for ln in part] for part in _split_paragraphs(Block(1, [cells, label]))] == [
         ["100.0 66.1"], ["Apr-2015"]]
+    # rows set tight: the next row's label box overlaps the row above by a sliver
+    tight = [Line("103.1 75.0 72.2", (444.0, 160.0, 566.0, 173.2), 10.0, False),
+             Line("Europe", (112.0, 172.9, 142.0, 185.0), 10.0, False)]
+    assert [[ln.text for ln in part] for part in _split_paragraphs(Block(3, tight))] == [
+        ["103.1 75.0 72.2"], ["Europe"]]
     wrapped = [Line("A paragraph that wraps onto", (100.0, 10.0, 400.0, 20.0), 10.0, False),
                Line("a second line.", (100.0, 22.0, 200.0, 32.0), 10.0, False)]
     assert len(_split_paragraphs(Block(2, wrapped))) == 1  # lines that share an x-range: one paragraph

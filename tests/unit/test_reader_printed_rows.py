@@ -64,6 +64,25 @@ def test_a_column_of_another_year_than_the_one_asked_is_no_answer():
     assert Reader(None).read("What net profit did Larkspur Mills report for 2024?", _statement()) is None
 
 
+def test_a_period_set_over_some_columns_dates_the_table_and_names_no_column():
+    """A route table whose month is printed once, over its middle columns ("Dec-2015" above "RPK" and its
+    growth): the month asked names that title, not the column under it, so the passenger count is not read
+    off the RPK column (a wrong answer, not "not found")."""
+    page = PageLayout("routes_2", 800, 300, [
+        _text("t", (300, 40, 360, 52), "Dec-2015"),
+        _text("h1", (200, 60, 240, 72), "Seats"), _text("h2", (300, 60, 360, 72), "RPK"),
+        _text("h3", (400, 60, 440, 72), "Growth"),
+        _text("l1", (40, 80, 150, 92), "Pacific"), _text("a1", (200, 80, 240, 92), "157,642"),
+        _text("b1", (300, 80, 360, 92), "1,225,977"), _text("c1", (400, 80, 440, 92), "107.1"),
+        _text("l2", (40, 100, 150, 112), "Europe"), _text("a2", (200, 100, 240, 112), "42,097"),
+        _text("b2", (300, 100, 360, 112), "383,539"), _text("c2", (400, 100, 440, 112), "88.3"),
+    ], "pdf")
+    found = {(rv.label.text, rv.value.text): rv.header for rv in row_values(page.regions)}
+    assert found[("Europe", "383,539")] == "Dec-2015 RPK"  # the title is read above its column ...
+    reading = Reader(None).read("How many passengers flew on Europe routes in December 2015?", page)
+    assert reading is None or reading.answer != "383,539"  # ... but dates every column, and pins none
+
+
 def test_a_row_the_question_does_not_name_gives_nothing():
     assert Reader(None).read("How many employees did Larkspur Mills have in 2023?", _statement()) is None
 

@@ -41,7 +41,7 @@ from vrag_rl.reader.question import (
 from vrag_rl.reader.relevance import MIN_COVERAGE, Embedder, TermWeights, terms_of
 from vrag_rl.reader.rewrite import folded, joined
 from vrag_rl.reader.rows import RowValue, row_values
-from vrag_rl.reader.terms import CJK_RUN, content_terms, fuzzy_in
+from vrag_rl.reader.terms import CJK_RUN, MONTH_TERMS, content_terms, fuzzy_in
 from vrag_rl.reader.values import number_of
 
 TEXT_KINDS = ("text", "heading", "list", "caption")
@@ -335,7 +335,13 @@ class Reader:
             own = [h - shared for h in headers]
             # a column headed by another period than the one the question names is not the one asked
             periods = [set(_years_in(item.header)) for item in same_row]
-            col_hit = [bool(q_terms & h) or bool(asked_years & p) for h, p in zip(own, periods)]
+            # a period tells columns apart only where columns are headed by different ones ("2020 | 2021"); one
+            # period over some columns of the row is a title set above them ("Dec-2015" over the middle of a
+            # month's table), which dates every column, not those
+            by_period = len({frozenset(p) for p in periods if p}) > 1
+            if not by_period:
+                own = [{t for t in h if t not in MONTH_TERMS and not _years_in(t)} for h in own]
+            col_hit = [bool(q_terms & h) or (by_period and bool(asked_years & p)) for h, p in zip(own, periods)]
             other = [bool(asked_years) and bool(p) and not asked_years & p for p in periods]
             if len(same_row) > 1 and not any(col_hit):
                 texts = [" ".join(sorted(h)) for h in own]

@@ -48,6 +48,7 @@ def word_spans(text: str) -> list[tuple[int, int, str]]:
 # English month names as tables abbreviate them ("Aug-2015" for "August 2015")
 _MONTHS = {m: m[:3] for m in "january february march april june july august september october november "
            "december".split()} | {"sept": "sep"}
+MONTH_TERMS = frozenset(_MONTHS.values())  # a month as `content_terms` gives it, named in full or abbreviated
 
 
 def stem(word: str) -> str:
