@@ -145,3 +145,51 @@ def test_a_row_of_words_is_not_split():
              TableCell(1, 0, "Ada Byron", (0, 10, 10, 20)), TableCell(1, 1, "analyst engineer", (10, 10, 20, 20))]
     region = Region("t", "table", (0, 0, 20, 20), "", cells=cells)
     assert unstacked_rows(region) is region
+
+
+def _results_sheet() -> Region:
+    """An Arabic results sheet as a PDF's table finder gives it: cells numbered from the left, though the table
+    reads from the right (rank, list, then the votes per town, the total last, on the left); a title row of
+    one cell, a group row, the towns' row; thousands grouped by spaces."""
+    rows = [["نتائج الانتخابات البلدية 2019", "", "", "", ""],
+            ["مجموع الأصوات", "توزيع الأصوات حسب المدينة", "", "القائمات", "الترتيب"],
+            ["", "صفاقس", "قابس", "", ""],
+            ["3 066", "1 422", "1 644", "قائمة الأمل", "1"],
+            ["2 510", "1 100", "1 410", "قائمة النور", "2"],
+            ["980", "430", "550", "قائمة الغد", "3"]]
+    cells = [TableCell(r, c, text, (600 - 100 * c, 100 + 30 * r, 700 - 100 * c, 130 + 30 * r))
+             for r, row in enumerate(rows) for c, text in enumerate(row) if text]
+    return Region("t", "table", (100, 100, 700, 280), "\n".join(" | ".join(row) for row in rows), cells=cells)
+
+
+def test_a_right_to_left_table_is_read_from_its_right():
+    grid = grid_of(_results_sheet())
+    assert grid is not None and grid.header_rows == 3 and grid.header_cols == 2  # rank and list lead, mirrored
+    row = next(r for r in grid.body_rows if "الأمل" in grid.row_labels[r])
+    col = next(c for c in grid.body_cols if grid.col_labels[c].endswith("صفاقس"))
+    assert not any("2019" in label for label in grid.col_labels.values())  # the title row heads no column
+    assert grid.cell(row, col).text == "1 422"
+    page = PageLayout("results_1", 800, 400, [_results_sheet()], "pdf")
+    reading = Reader(None).read("كم عدد الأصوات التي حصلت عليها قائمة الأمل في صفاقس؟", page)
+    assert reading is not None and reading.answer == "1 422"  # كم asks a number; "1 422" is one number
+
+
+def test_a_number_grouped_by_spaces_is_one_value_only_when_alone():
+    from vrag_rl.reader.values import number_of, values_in
+
+    assert [v.number for v in values_in("68 795")] == [68795.0] and number_of("−3 001") == -3001.0
+    assert [v.number for v in values_in("38 120 5")] == [38.0, 120.0, 5.0]  # a line of cells: three numbers
+
+
+def test_a_word_most_row_labels_print_names_no_row():
+    """"How many votes did the Workers Party get?" over a results table without that party: "party" is printed in
+    most row labels and tells none apart, so no row's count is the answer (it was, by that one word)."""
+    rows = [["List", "Votes"], ["Green Party", "4 210"], ["Labour Party", "3 980"], ["Liberal Party", "1 204"],
+            ["Pirate Party", "410"], ["Independents", "388"]]
+    cells = [TableCell(r, c, text, (100 + 200 * c, 100 + 30 * r, 300 + 200 * c, 130 + 30 * r))
+             for r, row in enumerate(rows) for c, text in enumerate(row)]
+    table = Region("t", "table", (100, 100, 500, 280), "\n".join(" | ".join(row) for row in rows), cells=cells)
+    page = PageLayout("results_2", 800, 400, [table], "pdf")
+    reader = Reader(None)
+    assert reader.read("How many votes did the Workers Party get?", page) is None
+    assert reader.read("How many votes did the Pirate Party get?", page).answer == "410"

@@ -15,9 +15,10 @@ from vrag_rl.reader.values import Value
 
 _QUANTITY_PHRASE = re.compile(r"\bhow (many|much|long|far|old|big|large|high|tall|fast|heavy|often|wide|deep)\b|"
                               r"多少|几[个项家次年天人种台倍]|多大|多高|多长|多远|多重|比例|占比|百分之|数量|规模|"
-                              # the same form words in the other languages the reader meets (fr, es, de, nl, ko, ja)
+                              # the same form words in the other languages the reader meets (fr, es, de, nl, ko, ja,
+                              # ar, he, ru)
                               r"\bcombien\b|\bcu[aá]nt[oa]s?\b|\bwie (viele?|hoch|lang|gro[sß])\b|\bhoeveel\b|"
-                              r"몇|얼마|며칠|いくら|いくつ|何[個人回年日件台枚本]")
+                              r"몇|얼마|며칠|いくら|いくつ|何[個人回年日件台枚本]|\bكم\b|\bכמה\b|\bсколько\b")
 QUANTITY_NOUNS = frozenset(
     "amount average budget capacity cost count debt dividend earnings fee growth height income length level "
     "margin number output pay percent percentage population power price profit proportion rate ratio rent revenue "

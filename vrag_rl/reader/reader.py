@@ -232,7 +232,12 @@ class Reader:
         half = terms_of(context)
         rows = grid.body_rows
         cols = [c for c in grid.body_cols if any((r, c) in grid.cells for r in rows)]
-        row_hit = {r: bool(q_terms & terms_of(grid.row_labels.get(r, ""))) for r in rows}
+        label_terms = {r: terms_of(grid.row_labels.get(r, "")) for r in rows}
+        # a word printed in most labels of a long table ("list", "party", "total") tells none of its rows apart:
+        # not a row's name (in a table of a few rows, a label repeated over merged cells is still a name)
+        common = {t for t in q_terms
+                  if len(rows) >= 5 and 2 * sum(t in terms for terms in label_terms.values()) > len(rows)}
+        row_hit = {r: bool((q_terms - common) & label_terms[r]) for r in rows}
         col_hit = {c: bool(q_terms & terms_of(grid.col_labels.get(c, ""))) for c in cols}
         if len(cols) > 1 and not any(col_hit.values()):  # a paraphrased header: the embedder's closest one
             labels = [grid.col_labels.get(c, "") for c in cols]
@@ -283,13 +288,14 @@ class Reader:
                 box = union([cell.box, *grid.header_boxes(r, c)])
                 named = row_hit.get(r, False) and col_hit.get(c, False) and len(rows) > 1 and len(cols) > 1 \
                     and bool(q_terms & terms_of(col_label))
-                # a value asked of the cell named by most of the words of both its headers: a lookup, as sure as a
-                # field's label (a header that shares one word of three with the question, "International Cargo
-                # Ton" for "international passengers", names another column; "which terminal has the most
-                # berths" asks for a row, not a cell)
+                # a value asked of the cell named by most of the words of both its headers (a column by its own
+                # name, its lowest header cell: a group header over several columns is printed over one): a lookup,
+                # as sure as a field's label (a header that shares one word of three with the question,
+                # "International Cargo Ton" for "international passengers", names another column; "which terminal
+                # has the most berths" asks for a row, not a cell)
                 looked_up = named and form.wants_value and not form.superlative \
                     and _mostly_named(_header_terms(row_label), q_terms) \
-                    and _mostly_named(_header_terms(col_label), q_terms)
+                    and _mostly_named(_header_terms(grid.col_names.get(c) or col_label), q_terms)
                 out.append(_Candidate(answer, evidence.strip(": "), box, region.region_id, "table",
                                       f"{row_label} {col_label} {cell.text}".strip(),
                                       terms_of(f"{row_label} {col_label} {cell.text} {around} {row_texts[r]}"),

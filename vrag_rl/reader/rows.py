@@ -22,7 +22,7 @@ from search_engine.page_layout import Box, Region
 
 # A printed value cell: a number with its sign, parentheses (a negative in accounts), currency mark and
 # percent sign, or a range of two ("21.60-97.40"). Not a year (a column's header) and not a code.
-_NUMBER = r"[-+\u2212]?\d[\d,]*(?:\.\d+)?"
+_NUMBER = r"[-+\u2212]?(?:\d{1,3}(?:[ \u00a0\u202f]\d{3})+|\d[\d,]*)(?:\.\d+)?"  # "1 422": grouped by spaces
 _VALUE = re.compile(rf"^[(\[]?[$€£¥]?\s?{_NUMBER}\s?%?[)\]]?(?:\s?[-–~]\s?{_NUMBER}\s?%?)?$")
 _YEAR = re.compile(r"^(?:FY|CY)?\s?(?:19|20)\d\d[A-Z]?$", re.IGNORECASE)
 MAX_LABEL_WORDS = 10  # a row label is a line's start, not prose: longer lines are read as sentences

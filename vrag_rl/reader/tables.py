@@ -7,11 +7,11 @@ numbers over rows with numbers is a header row, and a left column of labels is a
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from search_engine.page_layout import Box, Region, TableCell
 from vrag_rl.reader.rows import is_value
-from vrag_rl.reader.values import number_of
+from vrag_rl.reader.values import SPACE_GROUPED, number_of
 
 
 @dataclass
@@ -25,6 +25,9 @@ class Grid:
     n_cols: int
     row_labels: dict[int, str] = field(default_factory=dict)
     col_labels: dict[int, str] = field(default_factory=dict)
+    # each column's own name: its lowest header cell ("Sfax" under a group header "votes by town" that spans
+    # several columns and is printed over the first of them only)
+    col_names: dict[int, str] = field(default_factory=dict)
 
     def cell(self, row: int, col: int) -> TableCell | None:
         return self.cells.get((row, col))
@@ -53,14 +56,38 @@ def _label_like(text: str) -> bool:
     return not _numeric(text) or bool(re.fullmatch(r"\D{0,4}(19|20)\d\d\D{0,4}", text.strip()))
 
 
+# letters of the scripts written from right to left: Hebrew, Arabic with its supplements and presentation forms
+_RTL_LETTER = re.compile(r"[\u0590-\u05ff\u0600-\u06ff\u0750-\u077f\u08a0-\u08ff\ufb1d-\ufdff\ufe70-\ufeff]")
+
+
+def right_to_left(texts: list[str]) -> bool:
+    """Whether most letters of the texts are of a script written from right to left (Arabic, Hebrew): such a
+    table starts on the right, its row labels in its rightmost columns."""
+    text = "".join(texts)
+    letters = sum(ch.isalpha() for ch in text)
+    return letters > 0 and 2 * len(_RTL_LETTER.findall(text)) > letters
+
+
+def _numbering(texts: list[str]) -> bool:
+    """A column that numbers the rows (1, 2, 3 …: a rank, a line number), not a column of values."""
+    numbers = [t.strip().rstrip(".") for t in texts]
+    return len(numbers) >= 3 and all(n.isdigit() for n in numbers) and [int(n) for n in numbers] == list(
+        range(int(numbers[0]), int(numbers[0]) + len(numbers)))
+
+
 def grid_of(region: Region) -> Grid | None:
-    """The table's grid, with header rows/columns inferred where ingestion marked none. None without cells."""
+    """The table's grid, with header rows/columns inferred where ingestion marked none. None without cells.
+    A right-to-left table is read mirrored (its first column is its rightmost), so its row labels lead as a
+    left-to-right table's do."""
     cells = {(c.row, c.col): c for c in region.cells if c.text.strip()}
     if not cells:
         return None
     n_rows = max(r for r, _ in cells) + 1
     n_cols = max(c for _, c in cells) + 1
     header_rows, header_cols = region.header_rows, region.header_cols
+    if right_to_left([c.text for c in cells.values()]):
+        cells = {(r, n_cols - 1 - c): replace(cell, col=n_cols - 1 - c) for (r, c), cell in cells.items()}
+        header_cols = 0  # ingestion marks header columns on the left
     for r in range(1, header_rows):
         # a row below the first that reads as the rows under it — a label, then a value or a code ("Invoice
         # number | 87B37C9-0152" under a "Receipt | Noisebridge" title) — is the table's first body row,
@@ -85,13 +112,13 @@ def grid_of(region: Region) -> Grid | None:
         elif all(c.is_header for c in cells.values() if c.row == 0):
             header_rows = 1
     if n_cols > 1 and n_rows > 2:
-        # a title row, a group row and the column names above the first row of values: all headers
+        # a title row, a subtitle, a group row and the column names above the first row of values: all headers
         has_value = [any(is_value(cells[(r, c)].text) for c in range(1, n_cols) if (r, c) in cells)
                      for r in range(n_rows)]
         first_values = next((r for r, found in enumerate(has_value) if found), 0)
         value_rows = has_value[first_values:]
         # …when the rows below are a table of values (most rows print one), not rows of words with a number
-        if header_rows < first_values <= 3 and len(value_rows) >= 2 and sum(value_rows) >= 0.8 * len(
+        if header_rows < first_values <= 4 and len(value_rows) >= 2 and sum(value_rows) >= 0.8 * len(
                 value_rows) and not any(is_value(c.text) for c in cells.values() if c.row < first_values):
             header_rows = first_values
     if header_cols == 0 and n_cols > 1:
@@ -99,14 +126,25 @@ def grid_of(region: Region) -> Grid | None:
         # periods label rows as words do ("FY2014", "Apr-2015")
         if first and sum(_label_like(t) for t in first) >= max(1, len(first) * 2 // 3):
             header_cols = 1
+        elif n_cols > 2 and _numbering(first):  # a column of row numbers, then the rows' labels
+            second = [cells[(r, 1)].text for r in range(header_rows, n_rows) if (r, 1) in cells]
+            if second and sum(_label_like(t) for t in second) >= max(1, len(second) * 2 // 3):
+                header_cols = 2
     grid = Grid(cells, header_rows, header_cols, n_rows, n_cols)
     for r in range(n_rows):
         grid.row_labels[r] = " ".join(cells[(r, c)].text for c in range(header_cols) if (r, c) in cells)
         if (header_cols and r > header_rows and not grid.row_labels[r] and filled[r]
                 and grid.row_labels.get(r - 1)):  # a row label spanning several rows is printed in the first only
             grid.row_labels[r] = grid.row_labels[r - 1]
+    # a header row of one cell in a wider table is its title, spanning every column: it names none (its text
+    # sits in the cell where the span starts, the first column, or the last once a right-to-left table is
+    # mirrored)
+    titles = {r for r in range(header_rows) if filled[r] == 1 and n_cols > 2}
     for c in range(n_cols):
-        grid.col_labels[c] = " ".join(cells[(r, c)].text for r in range(header_rows) if (r, c) in cells)
+        grid.col_labels[c] = " ".join(cells[(r, c)].text for r in range(header_rows)
+                                      if (r, c) in cells and r not in titles)
+        grid.col_names[c] = next((cells[(r, c)].text for r in reversed(range(header_rows))
+                                  if (r, c) in cells and r not in titles), "")
     return grid
 
 
@@ -148,7 +186,9 @@ def unstacked_rows(region: Region) -> Region:
         k = counts.pop() if len(counts) == 1 else 1
         first_col = min((c.col for c in filled), default=0)
         values = [c for c in filled if c.col > first_col]
-        if k < 2 or not values or not all(all(_numeric(w) for w in c.text.split()) for c in values):
+        # "4 210" is one number grouped by spaces (`values.SPACE_GROUPED`), not two stacked rows
+        if k < 2 or not values or not all(all(_numeric(w) for w in c.text.split()) for c in values) or all(
+                SPACE_GROUPED.fullmatch(c.text.strip()) for c in values):
             out += [TableCell(c.row + shift, c.col, c.text, c.box, c.is_header) for c in cells]
             continue
         for c in cells:

@@ -65,10 +65,21 @@ class Value:
 _REFERENCE_LABEL = re.compile(r"^\s*[A-Z][a-z]*\.?\s+\d+(?:[.\-–]\d+)*\s*(?:[:\-–—]|\.(?=\s|$))")
 
 
+# A number whose thousands are set apart by spaces, as French, Arabic, Russian and ISO typesetting print them
+# ("1 422", "68 795"): read as one only where it is the whole text (a table's cell), since in a line of cells
+# "38 120" may as well be two numbers.
+SPACE_GROUPED = re.compile(r"[-+\u2212]?\d{1,3}(?:[ \u00a0\u202f]\d{3})+")
+
+
 def values_in(text: str) -> list[Value]:
     """Every number in the text with its currency, scale and unit ("$341 million", "410 MW", "12%"),
     and every date ("14 February 2024"), in text order; a number inside a date or a caption's
-    reference label ("Figure 2:") is not one."""
+    reference label ("Figure 2:") is not one. A text that is one number grouped by spaces ("1 422") is
+    that number."""
+    if SPACE_GROUPED.fullmatch(text.strip()):
+        grouped = text.strip()
+        return [Value(grouped, text.index(grouped), float(re.sub(r"\D", "", grouped)) * (
+            -1 if grouped[0] in "-\u2212" else 1))]
     values: list[Value] = []
     label = _REFERENCE_LABEL.match(text)
     spans: list[tuple[int, int]] = [label.span()] if label else []
@@ -129,7 +140,10 @@ def number_words_in(text: str) -> list[Value]:
 
 def number_of(text: str) -> float | None:
     """The first number in a cell or label ("1,240" → 1240.0, "47%" → 47.0, "−1" → -1.0: typeset
-    mathematics prints the minus sign U+2212, not a hyphen), None when it has none."""
+    mathematics prints the minus sign U+2212, not a hyphen; "1 422", grouped by spaces, → 1422.0), None when it
+    has none."""
+    if SPACE_GROUPED.fullmatch(text.strip()):
+        return values_in(text)[0].number
     match = re.search(r"[-+\u2212]?\d[\d,]*(?:\.\d+)?", text)
     if not match:
         return None
