@@ -65,6 +65,7 @@ from search_engine.documents import DocumentError, MissingToolError
 from search_engine.embedders import Embedder, load_from_spec, load_text_embedder, load_visual_embedder
 from search_engine.index.atomic import atomic_file, atomic_save_npy, atomic_save_npz, atomic_write_bytes
 from search_engine.index.manifest import FORMAT_VERSION, DegradedPage, DocumentEntry, Manifest
+from search_engine.layout.continued import carry_table_header
 from search_engine.page_layout import LAYOUT_FORMAT_VERSION, PageLayout
 from search_engine.types import PageRecord, make_page_id
 from search_engine.video import VideoOptions, is_video
@@ -326,7 +327,7 @@ class Ingestor:
                                               on_error=failed)
                     else:
                         layout = empty_layout(page_id, size)
-                    layouts.append(layout)
+                    layouts.append(carry_table_header(layouts[-1] if layouts else None, layout))
             if degraded:
                 manifest.degraded[entry.doc_id] = degraded
             else:
@@ -464,13 +465,15 @@ class Ingestor:
         try:
             partial.mkdir(parents=True, exist_ok=True)
             texts, text_errors = self._pdf_texts(path)
+            previous: PageLayout | None = None  # the last page laid out: a table it leaves open may go on
             for first in range(1, num_pages + 1, self.chunk_pages):
                 last = min(num_pages, first + self.chunk_pages - 1)
                 chunk_file = partial / f"{generation_of(sha1)}_{first:06d}_{last:06d}.npz"
                 if not _has_layouts(chunk_file):  # none yet, or left by a version without layouts
                     report.pages += self._ingest_chunk(path, doc_id, sha1, first, last, texts, text_errors,
-                                                       embedders, chunk_file)
+                                                       embedders, chunk_file, previous)
                 chunk_files.append(chunk_file)
+                previous = _last_layout(chunk_file)
                 bar.update(last - first + 1)
                 self._notify(doc_id=doc_id, source=source, page=last, num_pages=num_pages, stage="pages")
             entry, pages, degraded = self._commit_document(path, doc_id, sha1, num_pages, chunk_files, embedders)
@@ -542,9 +545,11 @@ class Ingestor:
 
     def _ingest_chunk(self, path: Path, doc_id: str, sha1: str, first: int, last: int, texts: list[str] | None,
                       text_errors: dict[int, Exception], embedders: dict[str, Embedder | None],
-                      chunk_file: Path) -> int:
+                      chunk_file: Path, previous: PageLayout | None = None) -> int:
         """Pages first..last into one checkpoint (images, records, layouts, vectors, degraded pages); returns
-        how many pages it holds. Every per-page step runs behind its own boundary (see the module doc)."""
+        how many pages it holds. Every per-page step runs behind its own boundary (see the module doc).
+        `previous`: the layout of the page before `first`, whose last table a page may continue
+        (`layout.continued`)."""
         from search_engine.corpus import render_pages
         from search_engine.text_extraction import page_reading
 
@@ -596,6 +601,7 @@ class Ingestor:
                             failed(number, "ocr", _missing_pack(read.ocr))
                 layout = _page_layout(pdf, number, page_id, (rendered.width, rendered.height), text_source, reading,
                                       self._running, on_error=functools.partial(_at_page, failed, number))
+                layout = carry_table_header(layouts[-1] if layouts else previous, layout)
                 if self.ocr and self.ocr_figures and text_source == "pdf":  # words inside pictures are pixels
                     figure_jobs[len(records)] = figures.submit(_read_figures, layout, rendered.image, self.ocr_lang,
                                                                text, functools.partial(_at_page, failed, number))
@@ -722,6 +728,17 @@ class Ingestor:
 
 def _json_bytes(payload: Any) -> np.ndarray:
     return np.frombuffer(json.dumps(payload, ensure_ascii=False).encode("utf-8"), dtype=np.uint8)
+
+
+def _last_layout(chunk_file: Path) -> PageLayout | None:
+    """The layout of the last page a chunk checkpoint holds (None: no checkpoint, no page, or unreadable: the
+    next chunk's first page then continues no table)."""
+    try:
+        with np.load(chunk_file) as data:
+            layouts = json.loads(data["layouts"].tobytes()) if "layouts" in data.files else []
+        return PageLayout.from_dict(layouts[-1]) if layouts else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _has_layouts(chunk_file: Path) -> bool:

@@ -193,3 +193,15 @@ def test_a_word_most_row_labels_print_names_no_row():
     reader = Reader(None)
     assert reader.read("How many votes did the Workers Party get?", page) is None
     assert reader.read("How many votes did the Pirate Party get?", page).answer == "410"
+
+
+def test_a_cell_pinned_by_row_and_column_is_a_value_though_its_digits_look_like_a_year():
+    """"How much sunshine did Station B1 get?": 1511 hours is the cell's value; a bare 1500–2099 elsewhere is
+    taken for a year and never answers a quantity."""
+    rows = [["Station", "Rainfall (mm)", "Sunshine (h)"], ["Station A0", "100", "1500"],
+            ["Station B1", "107", "1511"], ["Station C2", "114", "1522"]]
+    cells = [TableCell(r, c, text, (50 + 100 * c, 100 + 20 * r, 150 + 100 * c, 120 + 20 * r), r == 0)
+             for r, row in enumerate(rows) for c, text in enumerate(row)]
+    table = Region("t", "table", (50, 100, 350, 180), "\n".join(" | ".join(r) for r in rows), "", cells, 1)
+    reading = Reader(None).read("How much sunshine did Station B1 get?", PageLayout("w", 600, 800, [table], "pdf"))
+    assert reading is not None and reading.answer == "1511"

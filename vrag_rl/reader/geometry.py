@@ -81,7 +81,9 @@ def map_layout(layout: PageLayout, frame: Frame, size: tuple[int, int]) -> PageL
 
 
 def union(boxes: list[Box]) -> Box:
-    """The smallest box holding all `boxes`."""
+    """The smallest box holding all `boxes` but the empty ones (a point: a table cell not printed on the page,
+    as a header carried over from the page before), unless all are."""
+    boxes = [b for b in boxes if b[2] > b[0] or b[3] > b[1]] or boxes
     return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
 
 

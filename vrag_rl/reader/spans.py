@@ -468,7 +468,8 @@ def span_fits(answer: str, evidence: str, question: str, form: QuestionForm, kin
 
     * "when / what date / what year" (a time question): the answer holds a date or a year;
     * a quantity ("how many / how much", "what is the total …"): the answer holds a number, and it is not a
-      year alone (a column header, not an amount), not a lone digit without a unit unless the question
+      year alone (a column header, not an amount; a table's cell that the question pins by its row and
+      column is a value, whatever its digits), not a lone digit without a unit unless the question
       counts ("how many": a line number, a footnote or a label otherwise; a table's cell that the question
       pins by its row and column is a value), not a number cut out of a longer code ("33069" of
       "33069-62-4"), and, for a count ("how many", "the total number"), not a table value its header marks
@@ -503,8 +504,8 @@ def span_fits(answer: str, evidence: str, question: str, form: QuestionForm, kin
     if form.quantity:
         if values and all(v.is_percent for v in values) and form.kind != "percent" and asks_dimension(question):
             return False  # "what is the distance": a length, not a share
-        if _BARE_YEAR.match(text):
-            return False
+        if _BARE_YEAR.match(text) and not (kind == "table" and pinned):  # a cell the question pins is a value
+            return False                                                 # ("Sunshine (h)" of a station: 1511)
         if _BARE_DIGIT.match(text) and not form.asks_amount and not (kind == "table" and pinned):
             return False
         if form.needs_number and not (values or number_words_in(text)):
