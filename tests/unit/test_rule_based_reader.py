@@ -732,3 +732,14 @@ def test_a_count_is_not_a_share_its_header_marks_in_percent():
     assert reading is not None and reading.answer == "3,916"
     rate = Reader(None).read("What percentage of domestic flights were operated?", _page(sheet))
     assert rate is not None and rate.answer == "98.7"
+
+
+def test_a_sentence_reads_with_the_condition_the_sentence_before_sets():
+    """"One recommended regimen is 135 mg/m2 …" answers for the patients the sentence before names: half
+    credit for that sentence's words makes the dose supported (it was short of the coverage a reading needs)."""
+    text = Region("t", "text", (50, 100, 550, 160),
+                  "For patients with Kaposi's sarcoma that failed first-line chemotherapy, there are two recommended "
+                  "regimens. One recommended regimen is paclitaxel 135 mg/m2 by 3-hour infusion once every 3 weeks.")
+    reading = Reader(None).read("For Kaposi's sarcoma that failed first-line chemotherapy, what paclitaxel dose is "
+                                "given by 3-hour infusion?", _page(text))
+    assert reading is not None and reading.answer == "135 mg/m2"

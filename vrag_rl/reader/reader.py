@@ -650,12 +650,15 @@ def _text(region: Region, question: str, form: QuestionForm, context: str, kind:
         if form.superlative and not form.wants_value:  # "which is highest": only a sentence that says so
             fit = fit if says_superlative(sentence.text, form.superlative) else 0
         bonus = 0.1 if fit == 2 else -0.1 if form.entity and answer == sentence.text else 0.0
-        # a sentence that opens on a pronoun ("It will typeset your content in red.") is about what the
-        # sentence before it names ("You can use \alert to ..."): half credit for that sentence's terms, as
-        # for a running title (the pronoun points there; the sentence itself says only the rest)
-        referent = terms_of(previous) if previous and _ANAPHOR.match(sentence.text) else set()
+        # a sentence is about what the sentence before it names: half credit for that sentence's terms, as for
+        # a running title — "One recommended regimen is paclitaxel 135 mg/m2 …" after "For patients with
+        # AIDS-related KS that has failed to respond to first-line chemotherapy, there are two regimens", and
+        # a sentence that opens on a pronoun ("It will typeset your content in red." after "You can use
+        # \alert to ..."), which also quotes it whole when no span is read out of it
+        anaphor = bool(previous) and bool(_ANAPHOR.match(sentence.text))
+        referent = terms_of(previous) if previous else set()
         evidence = sentence.text
-        if referent and answer == sentence.text:  # no span read out: what the pronoun stands for is part of
+        if anaphor and answer == sentence.text:  # no span read out: what the pronoun stands for is part of
             answer = evidence = f"{previous} {sentence.text}"  # the answer ("Data may be missing. This makes…")
         out.append(_Candidate(answer, evidence, _band(region, sentence), region.region_id, kind,
                               _with_heading(sentence.text, context), terms_of(f"{sentence.text} {around}"),
