@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from search_engine.lexical import has_cjk
 from vrag_rl.reader.question import QuestionForm, asks_count, is_superlative, which_head
-from vrag_rl.reader.terms import STOPWORDS, content_terms, fuzzy_in, stem, word_spans, words_of
+from vrag_rl.reader.terms import MONTH_TERMS, STOPWORDS, content_terms, fuzzy_in, stem, word_spans, words_of
 from vrag_rl.reader.values import _REFERENCE_LABEL, EN_NUMBER_WORDS, Value, named_in, number_words_in, values_in
 
 # A sentence ends at . ! ? followed by a space and a capital/digit/quote, or at CJK full stops. A single
@@ -524,7 +524,8 @@ def span_fits(answer: str, evidence: str, question: str, form: QuestionForm, kin
         head = which_head(question)[-1:] + which_head(question)[:1]  # the word after "which", the head noun
         if any(stem(w) in VALUE_NOUNS or w in VALUE_NOUNS for w in head) and not (values or number_words_in(text)):
             return False  # "which sample frequency": a value, not a label
-        if len(values) == 1 and values[0].is_date and values[0].text.strip() == text \
-                and not set(which_head(question)) & _TIME_HEADS:
+        only_date = (len(values) == 1 and values[0].is_date and values[0].text.strip() == text) or (
+            stem(text.lower().rstrip(".")) in MONTH_TERMS)  # a month's name alone ("Aug") too
+        if only_date and not set(which_head(question)) & _TIME_HEADS:
             return False  # a date alone answers "when", not "which"
     return True
