@@ -42,7 +42,7 @@ from vrag_rl.reader.relevance import MIN_COVERAGE, Embedder, TermWeights, terms_
 from vrag_rl.reader.rewrite import folded, joined
 from vrag_rl.reader.rows import RowValue, row_values
 from vrag_rl.reader.terms import CJK_RUN, MONTH_TERMS, content_terms, fuzzy_in
-from vrag_rl.reader.values import number_of, values_in
+from vrag_rl.reader.values import number_of
 
 TEXT_KINDS = ("text", "heading", "list", "caption")
 _YEAR = re.compile(r"(1[5-9]|20)\d\d")
@@ -306,11 +306,9 @@ class Reader:
                 quoted = bool(cell_terms) and (len(cell_terms & q_terms) * 2 >= len(cell_terms)
                                                or bool(cell_terms & keys))
                 if (form.entity and not form.superlative and row_label and quoted
-                        and not terms_of(row_label) <= q_terms and not _value_only(cell.text)):
+                        and not terms_of(row_label) <= q_terms):
                     # "which command is noted as 'for use with manual brackets'", "which mirror is at
                     # mirrors.hit.edu.cn": the row the question quotes, or names by a key printed in it alone
-                    # (a date or an amount the question repeats is its condition — "the receipt of July 19,
-                    # 2024" — and the label of its row, "Date paid", is no name)
                     out.append(_Candidate(row_label, evidence.strip(": "), box, region.region_id, "table",
                                           f"{col_label} {cell.text}".strip(),
                                           terms_of(f"{row_label} {col_label} {cell.text} {around}"),
@@ -412,15 +410,6 @@ def _header_terms(header: str) -> set[str]:
 def _mostly_named(words: set[str], asked: set[str]) -> bool:
     """Whether the question says at least half of a header's terms (`_header_terms`)."""
     return bool(words) and 2 * sum(fuzzy_in(w, asked) for w in words) >= len(words)
-
-
-def _value_only(text: str) -> bool:
-    """Whether a text is only values — dates, numbers, amounts ("July 19, 2024", "$10.00") — and no words."""
-    values = values_in(text)
-    rest = text
-    for value in sorted(values, key=lambda v: -v.start):
-        rest = rest[:value.start] + rest[value.start + len(value.text):]
-    return bool(values) and not re.search(r"[^\W\d_]", rest)
 
 
 def _years_in(text: str) -> list[str]:
