@@ -296,7 +296,7 @@ class Ingestor:
             source = Path(entry.source_path)
             same_source = entry.kind == "pdf" and source.is_file() and file_sha1(source) == entry.sha1
             self._running, self._title = _document_context(source) if same_source else (frozenset(), "")
-            layouts = []
+            layouts: list[PageLayout] = []
             # the layouts are read again: their earlier failures go, the other steps' stay
             degraded = [d for d in manifest.degraded.get(entry.doc_id, [])
                         if d.step not in ("layout", "tables", "figures")]
