@@ -205,3 +205,11 @@ def test_a_cell_pinned_by_row_and_column_is_a_value_though_its_digits_look_like_
     table = Region("t", "table", (50, 100, 350, 180), "\n".join(" | ".join(r) for r in rows), "", cells, 1)
     reading = Reader(None).read("How much sunshine did Station B1 get?", PageLayout("w", 600, 800, [table], "pdf"))
     assert reading is not None and reading.answer == "1511"
+
+
+def test_a_numbering_column_counts_in_decimal_digits_only():
+    from vrag_rl.reader.tables import _numbering
+
+    assert _numbering(["1", "2", "3"]) and _numbering(["١", "٢", "٣"])  # Arabic-Indic digits number rows too
+    assert not _numbering(["²", "³", "4"])  # superscripts are digits to str.isdigit, not to int(): no crash
+    assert not _numbering(["1", "3", "4"])

@@ -71,7 +71,7 @@ def right_to_left(texts: list[str]) -> bool:
 def _numbering(texts: list[str]) -> bool:
     """A column that numbers the rows (1, 2, 3 …: a rank, a line number), not a column of values."""
     numbers = [t.strip().rstrip(".") for t in texts]
-    return len(numbers) >= 3 and all(n.isdigit() for n in numbers) and [int(n) for n in numbers] == list(
+    return len(numbers) >= 3 and all(n.isdecimal() for n in numbers) and [int(n) for n in numbers] == list(
         range(int(numbers[0]), int(numbers[0]) + len(numbers)))
 
 
