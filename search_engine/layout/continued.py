@@ -16,16 +16,17 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from search_engine.layout.parts import is_numeric
 from search_engine.page_layout import PageLayout, Region, TableCell
 
 MAX_HEADER_ROWS = 4  # a title, a subtitle, a group row and the column names
 _NO_BOX = (0.0, 0.0, 0.0, 0.0)  # a cell not printed on the page (as composition gives a merged cell's)
-_NUMBER = re.compile(r"^[(\[]?[-+\u2212$€£¥]?\s?\d[\d,. \u00a0\u202f]*%?[)\]]?$")
+_GROUP_SPACE = re.compile(r"(?<=\d)[ \u00a0\u202f](?=\d{3}(?!\d))")  # "1 617": thousands set apart by a space
 
 
 def _numeric(text: str) -> bool:
-    """A value cell: a number, with its sign, currency, percent or thousands separators ("1 617", "(4,207)")."""
-    return bool(_NUMBER.match(text.strip()))
+    """A value cell (`parts.is_numeric`), its thousands also grouped by spaces ("1 617", "(4,207)")."""
+    return is_numeric(_GROUP_SPACE.sub("", text.strip()))
 
 
 def _n_cols(region: Region) -> int:
@@ -72,13 +73,12 @@ def carry_table_header(previous: PageLayout | None, layout: PageLayout) -> PageL
             return layout  # a new section or a captioned table: not the one the page before left open
         if region.kind != "table" or not region.cells:
             continue
-        if (region.header_rows or region.caption or _n_cols(region) != _n_cols(before)
-                or not _starts_with_values(region)):
+        width = _n_cols(before)
+        if region.header_rows or region.caption or _n_cols(region) != width or not _starts_with_values(region):
             return layout
         header = [TableCell(c.row, c.col, c.text, _NO_BOX, True) for c in before.cells
                   if c.row < carried and c.text.strip()]
         body = [dataclasses.replace(c, row=c.row + carried) for c in region.cells]
-        width = _n_cols(before)
         by_position = {(c.row, c.col): c.text for c in header}
         lines = [" | ".join(by_position.get((r, col), "") for col in range(width)) for r in range(carried)]
         regions = list(layout.regions)

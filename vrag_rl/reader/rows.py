@@ -19,10 +19,11 @@ import re
 from dataclasses import dataclass
 
 from search_engine.page_layout import Box, Region
+from vrag_rl.reader.values import GROUPED_DIGITS
 
 # A printed value cell: a number with its sign, parentheses (a negative in accounts), currency mark and
 # percent sign, or a range of two ("21.60-97.40"). Not a year (a column's header) and not a code.
-_NUMBER = r"[-+\u2212]?(?:\d{1,3}(?:[ \u00a0\u202f]\d{3})+|\d[\d,]*)(?:\.\d+)?"  # "1 422": grouped by spaces
+_NUMBER = rf"[-+\u2212]?(?:{GROUPED_DIGITS}|\d[\d,]*)(?:\.\d+)?"  # "1 422": grouped by spaces (`values`)
 _VALUE = re.compile(rf"^[(\[]?[$€£¥]?\s?{_NUMBER}\s?%?[)\]]?(?:\s?[-–~]\s?{_NUMBER}\s?%?)?$")
 _YEAR = re.compile(r"^(?:FY|CY)?\s?(?:19|20)\d\d[A-Z]?$", re.IGNORECASE)
 MAX_LABEL_WORDS = 10  # a row label is a line's start, not prose: longer lines are read as sentences

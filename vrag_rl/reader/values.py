@@ -68,7 +68,8 @@ _REFERENCE_LABEL = re.compile(r"^\s*[A-Z][a-z]*\.?\s+\d+(?:[.\-–]\d+)*\s*(?:[:
 # A number whose thousands are set apart by spaces, as French, Arabic, Russian and ISO typesetting print them
 # ("1 422", "68 795"): read as one only where it is the whole text (a table's cell), since in a line of cells
 # "38 120" may as well be two numbers.
-SPACE_GROUPED = re.compile(r"[-+\u2212]?\d{1,3}(?:[ \u00a0\u202f]\d{3})+")
+GROUPED_DIGITS = r"\d{1,3}(?:[ \u00a0\u202f]\d{3})+"
+SPACE_GROUPED = re.compile(rf"[-+\u2212]?{GROUPED_DIGITS}")
 
 
 def values_in(text: str) -> list[Value]:
