@@ -93,6 +93,24 @@ DEV_DOCS: tuple[DevDoc, ...] = (
            "usr/share/doc/texlive-doc/latex/install-latex-guide-zh-cn/install-latex-guide-zh-cn.pdf",
            "a841ed237fb074f65b1eb3c1e71dc6243deb133931f997ea8bf2c21e97b506a3",
            (21, 46), "Chinese installation guide with a mirror table", "zh"),
+    # added 2026-11-29 to the development half (the split had German, Dutch, Spanish and Japanese documents
+    # in the held-back half only): the TeX Live guide's translations and the Dutch lshort
+    DevDoc("texlive_guide_de", "texlive-lang-german", "2022.20230122-1",
+           "usr/share/doc/texlive-doc/texlive/texlive-de/texlive-de.pdf",
+           "ef9bf65bd313b48d390198215f860922641e7dc5a052d456194b8dd48d1b8837",
+           (1, 6, 7, 22, 27, 28), "German installation guide (TeX Live 2022)", "de"),
+    DevDoc("texlive_guide_es", "texlive-lang-spanish", "2022.20230122-1",
+           "usr/share/doc/texlive-doc/texlive/texlive-es/texlive-es.pdf",
+           "1173093489180091cd4a4115b47e029981e8009a8d2d3dd3394fb1153fdf69e0",
+           (1, 3, 9, 17, 21, 48, 50), "Spanish installation guide (TeX Live 2022)", "es"),
+    DevDoc("texlive_guide_ja", "texlive-lang-japanese", "2022.20230122-1",
+           "usr/share/doc/texlive-doc/texlive/texlive-ja/texlive-ja.pdf",
+           "c205f5d09825045fe0e930b13e4964b9deeb7b51ebf77f97e054cdb43fdf719c",
+           (1, 4, 19, 28, 31, 68), "Japanese installation guide (TeX Live 2022)", "ja"),
+    DevDoc("lshort_nl", "texlive-lang-european", "2022.20230122-1",
+           "usr/share/doc/texlive-doc/latex/lshort-dutch/lshort-nl-1.3.pdf",
+           "4d8faa1c334ab2d0fbfa601c19f625c06bb9fe258a5c2be8a7b63bf4d9a7a011",
+           (1, 24, 25, 27, 28), "Dutch LaTeX introduction (lshort) with tables", "nl"),
 )
 
 
