@@ -21,10 +21,49 @@ CJK_CHARS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
 CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
 # a word of an alphabet (letters and digits, not CJK) with the decimal or thousands groups of a number
 _TOKEN = re.compile(f"[^\\W_{CJK_CHARS}]+(?:[.,][0-9]+)*|[{CJK_CHARS}]+")
+# The function words of the other languages of Latin script a question may be asked in (German, Dutch, French,
+# Spanish, Italian, Portuguese), folded as `fold_text` folds them ("für" → "fur"): articles, pronouns,
+# prepositions, auxiliaries and question words. In a corpus mostly in English they are rare, so BM25 gives
+# them a high weight, and a Spanish question's "el", "de", "la" would rank the pages densest in Spanish first,
+# whatever they say. Why by hand: the published lists (stopwords-iso, NLTK's, spaCy's) also hold content
+# words ("jahr", "neu", "gross", "groot") that a question means. Left out: words that are also English words
+# or acronyms a page prints and a question may mean ("war", "man", "mit", "sin", "si", "ce", "un", "door",
+# "era", "come", "dove", "chi", "son", "plus", "sem", "met", "han", "esa") and the
+# acronyms ("se" for Schedule SE or a standard error, "ai", "os", "im", "dem", "nas", "ha" for hectares, "y" for an
+# axis).
+OTHER_LANGUAGE_FUNCTION_WORDS = frozenset(
+    # German
+    "der die das den des ein eine einer eines einem einen und oder aber ist sind waren wird werden wurde "
+    "wurden hat haben hatte sein am auf aus bei nach von vom zu zum zur fur uber unter vor durch gegen ohne um "
+    "als wie wo wer wen wem wessen welche welcher welches welchem welchen wann warum nicht auch noch nur sich es "
+    "sie wir ihr ich du dass dieser diese dieses diesem diesen kann konnen muss soll sollte "
+    # Dutch
+    "de het een en maar zijn wordt worden werd werden heeft hebben voor op aan uit naar onder tot om dan dat "
+    "deze dit wat welke welk waar wanneer hoe hoeveel waarom niet ook nog zich je we ze hij zij ik moet zal "
+    "zou te van "
+    # French
+    "le la les l du et ou mais est sont etait etaient sera ont avait au aux dans sur sous par pour avec sans chez "
+    "entre que qui quoi quel quelle quels quelles quand comment combien pourquoi ne pas cet cette ces sa ses leur "
+    "leurs il elle ils elles nous vous d qu "
+    # Spanish
+    "el los las lo una unos unas pero es fue fueron ser esta estan estaba habia del al en con por para "
+    "sobre desde hasta hacia quien quienes cual cuales cuando cuanto cuanta cuantos cuantas como donde porque su "
+    "sus le les este estos estas ese eso tambien muy mas "
+    # Italian
+    "il lo gli di da su tra fra che cui quale quali quanto quanti quando perche della dei delle dello "
+    "degli alla alle nel nella nei sul sulla sono erano stato hanno essere "
+    # Portuguese
+    "um uma uns umas do da das nos em com ou quem qual quais onde nao seu sua seus suas ele "
+    "ela eles elas foi ao aos".split()
+)
 STOPWORDS = frozenset(
     "a an and are as at be by did do does for from had has have how in is it its of on or the this to was "
     "were what when where which who why with according".split()
 )
+# How much a question's words of OTHER_LANGUAGE_FUNCTION_WORDS count in BM25 beside its other words: a little,
+# as a sign of the language the question is asked in (a German question's "der", "für" find German pages
+# before English ones printing the same technical terms), not as what it asks about.
+FUNCTION_WORD_WEIGHT = 0.5
 # Chinese function words and question words: dropped before bigramming so that "什么" or "多少"
 # in a question does not match every page that happens to contain them.
 CJK_STOP_PHRASES = ("什么", "哪些", "哪个", "哪一", "多少", "如何", "怎么", "怎样", "为什么", "是否", "是多少", "请问")
@@ -113,7 +152,17 @@ class BM25Channel:
         self.has_text = any(t.strip() for t in texts)
 
     def score(self, queries: Sequence[str]) -> np.ndarray:
-        """(queries, pages) BM25 scores."""
+        """(queries, pages) BM25 scores; a question's function words of other languages than English count at
+        FUNCTION_WORD_WEIGHT."""
         if self._bm25 is None:
             return np.zeros((len(queries), 0), np.float32)
-        return np.stack([np.asarray(self._bm25.get_scores(tokenize(q)), np.float32) for q in queries])
+        rows = []
+        for query in queries:
+            tokens = tokenize(query)
+            content = [t for t in tokens if t not in OTHER_LANGUAGE_FUNCTION_WORDS]
+            function = [t for t in tokens if t in OTHER_LANGUAGE_FUNCTION_WORDS]
+            row = np.asarray(self._bm25.get_scores(content), np.float32)
+            if function:
+                row += FUNCTION_WORD_WEIGHT * np.asarray(self._bm25.get_scores(function), np.float32)
+            rows.append(row)
+        return np.stack(rows)

@@ -635,6 +635,12 @@ def test_an_answer_is_a_span_of_the_type_asked(question, answer, evidence, kind,
     ("Quand l'usine a-t-elle ouvert ?", False, True),
     ("공장은 언제 문을 열었습니까?", False, True),
     ("When the fan fails, what speed does the pump run at?", True, False),  # "when" sets the scene
+    # "what is the date" asked as the other languages ask it: the date noun a few words after "what"/"which"
+    ("Quelle est la date de la facture ?", False, True),
+    ("Was ist das Datum der Rechnung?", False, True),
+    ("¿Cuál es la fecha de emisión?", False, True),
+    ("Wat is de datum van de factuur?", False, True),
+    ("Was ist der Wert?", False, False),
 ])
 def test_question_forms_in_other_languages_and_when_clauses(question, quantity, time):
     from vrag_rl.reader.question import question_form

@@ -36,7 +36,10 @@ _TIME_PHRASE = re.compile(r"(?:^|[,;:]\s*)(?:since |until )?when\b|"
                           r"\b(what year|which year|what date|which date|in what year|what month)\b|"
                           r"哪一?年|何时|什么时候|日期|"
                           r"\bquand\b|\bquelle (?:date|ann[ée]e)\b|\bcu[aá]ndo\b|\bqu[eé] (?:fecha|a[nñ]o)\b|"
-                          r"\bwann\b|\bwelche[mr]? (?:datum|jahr)\b|\bwanneer\b|\bwelk jaar\b|언제|날짜|いつ")
+                          r"\bwann\b|\bwelche[mr]? (?:datum|jahr)\b|\bwanneer\b|\bwelk jaar\b|언제|날짜|いつ|"
+                          # "quelle est la date", "welches Datum hat", "cuál es la fecha de"
+                          r"^\W*(?:quel(?:le)?|cu[aá]l|welche[smr]?|welke?|wat|was|qu[eé]|qual|quale)\b[^?]{0,16}"
+                          r"\b(?:date|datum|fecha|jahr|jaar|a[nñ]o|ann[ée]e)\b")
 # "When X happened, what speed was set?": the "when" clause sets the scene; the question asks what follows it
 _WHEN_CLAUSE = re.compile(r"^\s*when\b[^?,;]*,\s*(?=(?:what|which|who|how|where)\b)", re.I)
 _ENTITY_START = re.compile(r"^\s*(which|who|whom|whose|where)\b|\b(which|who|whom|whose)\b|"

@@ -12,14 +12,14 @@ import re
 import unicodedata
 from difflib import SequenceMatcher
 
-from search_engine.lexical import CJK_CHARS, CJK_RUN, cjk_bigrams, fold_text
+from search_engine.lexical import CJK_CHARS, CJK_RUN, OTHER_LANGUAGE_FUNCTION_WORDS, cjk_bigrams, fold_text
 
 STOPWORDS = frozenset(
     "a about according after all also am an and any are as at be been being before but by can could did do does "
     "doing during each for from get got had has have having he her here his how i if in into is it its me much many "
     "my no not of on or our over she should so some than that the their them then there these they this those to "
     "under up us was we were what when where which while who whom whose why will with would you your".split()
-)
+) | OTHER_LANGUAGE_FUNCTION_WORDS  # a German, Dutch, French, Spanish, Italian or Portuguese question's too
 # a word of an alphabet (letters and digits, not CJK), with what joins a number's or a word's parts
 _WORD = re.compile(f"[^\\W_{CJK_CHARS}]+(?:[.,'’%][^\\W_{CJK_CHARS}%]+)*%?")
 
