@@ -166,3 +166,24 @@ class BM25Channel:
                 row += FUNCTION_WORD_WEIGHT * np.asarray(self._bm25.get_scores(function), np.float32)
             rows.append(row)
         return np.stack(rows)
+
+
+class PassageBM25:
+    """BM25 over passages, scored per owner: each owner (a page region) scores as its best passage (MaxP).
+    The passages of all owners form one BM25 collection, so their weights and lengths compare."""
+
+    def __init__(self, passages: Sequence[Sequence[str]]):
+        flat = [text for group in passages for text in group]
+        self.num_owners = len(passages)
+        self._owner = np.repeat(np.arange(len(passages)), [len(group) for group in passages])
+        self._bm25 = BM25Channel(flat)
+        self.has_text = self._bm25.has_text
+
+    def score(self, queries: Sequence[str]) -> np.ndarray:
+        """(queries, owners) scores: the best passage's BM25 score of each owner (-inf for an owner without
+        passages)."""
+        flat = self._bm25.score(queries)
+        best = np.full((len(queries), self.num_owners), -np.inf, np.float32)
+        for q in range(len(queries)):
+            np.maximum.at(best[q], self._owner, flat[q])
+        return best

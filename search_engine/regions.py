@@ -33,8 +33,8 @@ import numpy as np
 
 from search_engine.index.dense import DenseChannel
 from search_engine.index.manifest import Manifest
-from search_engine.layout.search_texts import SEARCHED_KINDS, region_search_texts, snippet
-from search_engine.lexical import BM25Channel
+from search_engine.layout.search_texts import SEARCHED_KINDS, region_passages, region_search_texts, snippet
+from search_engine.lexical import PassageBM25
 from search_engine.page_layout import PageLayout, RegionHit
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ class RegionIndex:
     snippets: list[str]
     searchable: np.ndarray  # (regions,) bool: has text and is not a running header/footer
     dense: DenseChannel | None = None
-    bm25: BM25Channel | None = None
+    bm25: PassageBM25 | None = None
 
     @property
     def size(self) -> int:
@@ -73,7 +73,7 @@ class RegionIndex:
         """The regions of every document that has a layout segment (None when none has): documents of an
         older format simply contribute no regions."""
         page_index = {pid: i for i, pid in enumerate(page_ids)}
-        per_page: dict[int, tuple[list[dict[str, Any]], list[str]]] = {}
+        per_page: dict[int, tuple[list[dict[str, Any]], list[str], list[list[str]]]] = {}
         vectors: dict[int, np.ndarray] = {}
         for entry in manifest.documents.values():
             seg = entry.segments.get("layout")
@@ -97,19 +97,21 @@ class RegionIndex:
                 row = page_index.get(layout["page_id"])
                 count = len(layout.get("regions", []))
                 if row is not None:
-                    texts = region_search_texts(PageLayout.from_dict(layout), seg.get("title", ""))
-                    per_page[row] = (layout["regions"], texts)
+                    page_layout = PageLayout.from_dict(layout)
+                    texts = region_search_texts(page_layout, seg.get("title", ""))
+                    per_page[row] = (layout["regions"], texts, region_passages(page_layout, seg.get("title", "")))
                     if rows is not None:
                         vectors[row] = np.asarray(rows[offset:offset + count], np.float32)
                 offset += count
         if not per_page:
             return None
         starts, page_row, ids, kinds, boxes, snippets, searchable, texts_all = [0], [], [], [], [], [], [], []
+        passages_all: list[list[str]] = []
         dense_rows: list[np.ndarray] = []
         dim = next((v.shape[1] for v in vectors.values() if v.ndim == 2 and v.shape[0]), 0)
         for row in range(len(page_ids)):
-            regions, texts = per_page.get(row, ([], []))
-            for region, text in zip(regions, texts, strict=True):
+            regions, texts, passages = per_page.get(row, ([], [], []))
+            for region, text, passage in zip(regions, texts, passages, strict=True):
                 page_row.append(row)
                 ids.append(region["region_id"])
                 kinds.append(region["kind"])
@@ -118,6 +120,7 @@ class RegionIndex:
                 snippets.append(snippet(body.replace("\n", " ; ")))
                 searchable.append(bool(text) and region["kind"] in SEARCHED_KINDS)
                 texts_all.append(text)
+                passages_all.append(passage)
             if dim and regions:
                 block = vectors.get(row)
                 dense_rows.append(block if block is not None else np.zeros((len(regions), dim), np.float32))
@@ -127,7 +130,7 @@ class RegionIndex:
         if dim and dense_rows:
             index.dense = DenseChannel(np.concatenate(dense_rows))
         if use_bm25 and any(texts_all):
-            index.bm25 = BM25Channel(texts_all)
+            index.bm25 = PassageBM25(passages_all)
         return index
 
     # ---- scoring ---------------------------------------------------------------------------------------

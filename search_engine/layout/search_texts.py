@@ -40,6 +40,37 @@ def region_search_texts(layout: PageLayout, title: str = "", title_once: bool = 
     return texts
 
 
+# A table or a list longer than this many lines is searched by BM25 as passages of this many lines (a table's
+# passages each led by its first row, its column names): see `region_passages`.
+PASSAGE_LINES = 4
+
+
+def region_passages(layout: PageLayout, title: str = "") -> list[list[str]]:
+    """Per region (in `layout.regions` order) the passages BM25 scores it by; the region scores as its best
+    passage. A region is one passage, its `region_search_texts` text, except a table or a list of more than
+    PASSAGE_LINES lines: that is cut into passages of PASSAGE_LINES lines, each led by what leads the region
+    (the document's title, the heading, the caption) and, for a table, by its first row. Why: BM25 divides a
+    match by the length of what it scores, so the one row of a 40-row bill of materials that names the part
+    asked about scored below a short paragraph that only names the table; as its own passage, the row (with
+    the column names and the heading it sits under) outranks it. Passage retrieval by fixed windows is the
+    standard remedy (Callan 1994; Kaszkiel & Zobel 1997); here the windows follow the printed rows."""
+    whole = region_search_texts(layout, title)
+    passages: list[list[str]] = []
+    heading = ""
+    for region, text in zip(layout.regions, whole, strict=True):
+        if region.kind == "heading":
+            heading = region.text
+        lines = [line for line in region.text.split("\n") if line.strip()]
+        if not text or region.kind not in ("table", "list") or len(lines) <= PASSAGE_LINES + 1:
+            passages.append([text])
+            continue
+        lead = [title, heading, region.caption]
+        first, rest = (lines[0], lines[1:]) if region.kind == "table" else ("", lines)
+        passages.append([" ".join(p for p in (*lead, first, " ; ".join(rest[i:i + PASSAGE_LINES])) if p).strip()
+                         for i in range(0, len(rest), PASSAGE_LINES)])
+    return passages
+
+
 SNIPPET_CHARS = 240
 
 
