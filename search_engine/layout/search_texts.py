@@ -41,15 +41,19 @@ def region_search_texts(layout: PageLayout, title: str = "", title_once: bool = 
 
 
 # A table or a list longer than this many lines is searched by BM25 as passages of this many lines (a table's
-# passages each led by its first row, its column names): see `region_passages`.
+# passages each led by its first row, its column names), and a paragraph of more than twice WINDOW_WORDS words
+# as windows of WINDOW_WORDS words, half overlapping: see `region_passages`.
 PASSAGE_LINES = 4
+WINDOW_WORDS = 40
 
 
 def region_passages(layout: PageLayout, title: str = "") -> list[list[str]]:
     """Per region (in `layout.regions` order) the passages BM25 scores it by; the region scores as its best
     passage. A region is one passage, its `region_search_texts` text, except a table or a list of more than
     PASSAGE_LINES lines: that is cut into passages of PASSAGE_LINES lines, each led by what leads the region
-    (the document's title, the heading, the caption) and, for a table, by its first row. Why: BM25 divides a
+    (the document's title, the heading, the caption) and, for a table, by its first row; and a paragraph of
+    more than 2 × WINDOW_WORDS words, read as windows of WINDOW_WORDS words, half overlapping, each led the
+    same way (the sentence that answers in a column-long paragraph of a paper). Why: BM25 divides a
     match by the length of what it scores, so the one row of a 40-row bill of materials that names the part
     asked about scored below a short paragraph that only names the table; as its own passage, the row (with
     the column names and the heading it sits under) outranks it. Passage retrieval by fixed windows is the
@@ -61,6 +65,12 @@ def region_passages(layout: PageLayout, title: str = "") -> list[list[str]]:
         if region.kind == "heading":
             heading = region.text
         lines = [line for line in region.text.split("\n") if line.strip()]
+        words = region.text.split()
+        if text and region.kind == "text" and len(words) > 2 * WINDOW_WORDS:
+            lead = " ".join(p for p in (title, heading, region.caption) if p)
+            passages.append([f"{lead} {' '.join(words[i:i + WINDOW_WORDS])}".strip()
+                             for i in range(0, len(words), WINDOW_WORDS // 2)])
+            continue
         if not text or region.kind not in ("table", "list") or len(lines) <= PASSAGE_LINES + 1:
             passages.append([text])
             continue

@@ -45,3 +45,20 @@ def test_the_row_that_names_the_part_outranks_a_paragraph_that_names_the_table()
     # scored whole, as before, the table lost to the paragraph
     whole = region_search_texts(BOM) + region_search_texts(OVERVIEW) + [texts[0] for texts in OTHER_PAGES]
     assert int(np.argmax(BM25Channel(whole).score([QUESTION])[0])) == 2
+
+
+def test_a_long_paragraph_is_read_as_half_overlapping_windows_led_by_its_heading():
+    from search_engine.layout.search_texts import WINDOW_WORDS
+
+    words = [f"w{i}" for i in range(5 * WINDOW_WORDS)]
+    page = PageLayout("paper_3", 1000, 1400, [
+        Region("r0", "heading", (50, 40, 600, 70), "Related work"),
+        Region("r1", "text", (50, 90, 950, 1300), " ".join(words)),
+        Region("r2", "text", (50, 1310, 950, 1390), " ".join(words[:WINDOW_WORDS])),  # short: one passage
+    ], source="pdf")
+    windows = region_passages(page, "A paper")[1]
+    assert all(w.startswith("A paper Related work w") for w in windows)
+    assert windows[0].split()[4:] == words[:WINDOW_WORDS]
+    assert windows[1].split()[4:] == words[WINDOW_WORDS // 2: WINDOW_WORDS // 2 + WINDOW_WORDS]  # half overlap
+    assert " ".join(w.split()[-1] for w in windows[-2:]) == f"{words[-1]} {words[-1]}"  # the end is read
+    assert region_passages(page, "A paper")[2] == [region_search_texts(page, "A paper")[2]]
