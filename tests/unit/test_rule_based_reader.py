@@ -755,3 +755,23 @@ def test_a_month_alone_is_no_name():
     """"Aug" read out of "Jul 19 – Aug 19, 2024" is a month, no name, unless the question asks which month."""
     line = _page(Region("t", "text", (50, 100, 550, 130), "The membership renewal covers Jul 19 – Aug 19, 2024."))
     assert "Aug" not in [r.answer for r in Reader(None).rank("Which plan does the renewal cover?", line)]
+
+
+def test_a_code_the_question_quotes_names_the_row_that_prints_it():
+    """A parts list's rows are labelled by item numbers; the question names its row by the part's code or its
+    reference designator, printed in another column: that row, and the column the question names."""
+    from vrag_rl.reader.reader import quoted_codes
+
+    parts = _page(_table("bom", [
+        ["Item", "Qty", "Description", "Reference", "Manufacturer", "Part Number"],
+        ["1", "1", "FLASH-512K-X-8", "U5", "ST MICRO", "M29W040B120K6"],
+        ["2", "2", "HEX-INVERTER", "U21-22", "PHILIPS", "74LVC14AD"],
+        ["3", "3", "SDRAM-143MHZ", "U2-4", "MICRON", "MT48LC1M16A1TG"],
+        ["4", "1", "AUDIO-RECEIVER", "U8", "CIRRUS LOGIC", "CS8414-CS"],
+    ], header_rows=1, header_cols=1))
+    assert quoted_codes("Which manufacturer supplies the FLASH-512K-X-8 part (U5)?") == {"flash-512k-x-8", "u5"}
+    assert quoted_codes("How many passengers in FY2014, Q3 and 2023E?") == set()  # periods, not codes
+    best = Reader(None).read("Which manufacturer supplies the FLASH-512K-X-8 part?", parts)
+    assert best is not None and best.answer == "ST MICRO"
+    best = Reader(None).read("What is the part number of the part at U8?", parts)
+    assert best is not None and best.answer == "CS8414-CS"

@@ -48,6 +48,19 @@ TEXT_KINDS = ("text", "heading", "list", "caption")
 _YEAR = re.compile(r"(1[5-9]|20)\d\d")
 TITLE_WORDS = 12  # a title is a line, not a paragraph: at most this many words
 _WORD = re.compile(r"[^\W\d_]")  # a letter of any script
+# A code the question quotes: letters and digits in one token, its parts joined by "-", "/" or "." ("U5",
+# "FLASH-512K-X-8", "M29W040B120K6", "ERJ-3EKF1001V"); not a period ("FY2014", "Q3", "2Q", "H1", "2023E")
+_CODE = re.compile(r"(?<![\w./-])(?=[\w./-]*\d)(?=[\w./-]*[A-Za-z])[A-Za-z0-9]+(?:[-/.][A-Za-z0-9]+)*(?![\w/-])")
+_PERIOD_CODE = re.compile(r"(?:fy|cy|q|h)\d{1,4}|\d{1,2}[qh]|\d+(?:st|nd|rd|th)|\d{4}[a-z]", re.I)
+
+
+def quoted_codes(question: str) -> set[str]:
+    """The codes a question quotes (`_CODE`), lowercased: part numbers, reference designators, model names."""
+    return {m.group(0).lower() for m in _CODE.finditer(question) if not _PERIOD_CODE.fullmatch(m.group(0))}
+
+
+def _codes_in(text: str) -> set[str]:
+    return {m.group(0).lower() for m in _CODE.finditer(text)}
 
 
 @dataclass
@@ -238,6 +251,13 @@ class Reader:
         common = {t for t in q_terms
                   if len(rows) >= 5 and 2 * sum(t in terms for terms in label_terms.values()) > len(rows)}
         row_hit = {r: bool((q_terms - common) & label_terms[r]) for r in rows}
+        # a code the question quotes, printed in the cells of one row only, names that row whatever its column
+        # (a parts list's "FLASH-512K-X-8" or "U5": the row's label is its item number)
+        for code in quoted_codes(question):
+            holding = [r for r in rows if any(code in _codes_in(grid.cells[r, c].text)
+                                              for c in grid.body_cols if (r, c) in grid.cells)]
+            if len(holding) == 1:
+                row_hit[holding[0]] = True
         col_hit = {c: bool(q_terms & terms_of(grid.col_labels.get(c, ""))) for c in cols}
         if len(cols) > 1 and not any(col_hit.values()):  # a paraphrased header: the embedder's closest one
             labels = [grid.col_labels.get(c, "") for c in cols]
@@ -305,8 +325,8 @@ class Reader:
                 cell_terms = terms_of(cell.text)
                 quoted = bool(cell_terms) and (len(cell_terms & q_terms) * 2 >= len(cell_terms)
                                                or bool(cell_terms & keys))
-                if (form.entity and not form.superlative and row_label and quoted
-                        and not terms_of(row_label) <= q_terms):
+                if (form.entity and not form.superlative and row_label and quoted and _WORD.search(row_label)
+                        and not terms_of(row_label) <= q_terms):  # (an item number names no row: "1")
                     # "which command is noted as 'for use with manual brackets'", "which mirror is at
                     # mirrors.hit.edu.cn": the row the question quotes, or names by a key printed in it alone
                     out.append(_Candidate(row_label, evidence.strip(": "), box, region.region_id, "table",
