@@ -775,3 +775,21 @@ def test_a_code_the_question_quotes_names_the_row_that_prints_it():
     assert best is not None and best.answer == "ST MICRO"
     best = Reader(None).read("What is the part number of the part at U8?", parts)
     assert best is not None and best.answer == "CS8414-CS"
+
+
+@pytest.mark.parametrize(("sentence", "question", "answer"), [
+    ("LaTeX ondersteunt drie vooraf gedefinieerde paginastijlen.", "Hoeveel paginastijlen ondersteunt LaTeX?", "3"),
+    ("Das Gerät hat zwölf Anschlüsse auf der Rückseite.", "Wie viele Anschlüsse hat das Gerät?", "12"),
+    ("La carte comporte quatre ports série.", "Combien de ports série la carte comporte-t-elle ?", "4"),
+    ("El kit incluye cinco cables de conexión.", "¿Cuántos cables incluye el kit?", "5"),
+])
+def test_a_count_spelled_in_another_language_answers_as_digits(sentence, question, answer):
+    page = _page(Region("t", "text", (50, 100, 700, 140), sentence))
+    best = Reader(None).read(question, page)
+    assert best is not None and best.answer == answer
+
+
+def test_the_article_and_english_words_are_no_counts():
+    from vrag_rl.reader.values import number_words_in
+
+    assert number_words_in("een boek, ein Buch, un livre, due to rain, once more, Otto Hahn") == []

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from search_engine.lexical import has_cjk
 from vrag_rl.reader.question import QuestionForm, asks_count, is_superlative, which_head
 from vrag_rl.reader.terms import MONTH_TERMS, STOPWORDS, content_terms, fuzzy_in, stem, word_spans, words_of
-from vrag_rl.reader.values import _REFERENCE_LABEL, EN_NUMBER_WORDS, Value, named_in, number_words_in, values_in
+from vrag_rl.reader.values import _REFERENCE_LABEL, NUMBER_WORDS, Value, named_in, number_words_in, values_in
 
 # A sentence ends at . ! ? followed by a space and a capital/digit/quote, or at CJK full stops. A single
 # capital before the dot ("J. Smith") or a short lowercase abbreviation ("e.g.", "approx.") does not end one.
@@ -325,10 +325,10 @@ def _named_before(text: str, tokens: list[re.Match[str]], noun: str, nouns: set[
 
 
 def _count_as_digits(answer: str) -> str:
-    """An English count printed as a word ("seven") answers as its digits ("7"): the answer is the number the
+    """A count printed as a word ("seven", "drie") answers as its digits ("7", "3"): the answer is the number the
     question asks for, and one form for one number keeps a spelled count and a counted one (a figure's five
     labels) the same answer. Any other answer is returned as printed."""
-    number = EN_NUMBER_WORDS.get(answer.strip().lower())
+    number = NUMBER_WORDS.get(answer.strip().lower())
     return str(int(number)) if number is not None else answer
 
 

@@ -113,7 +113,19 @@ EN_NUMBER_WORDS = {w: float(i) for i, w in enumerate(
     "seventeen eighteen nineteen twenty".split())}
 EN_NUMBER_WORDS.update({w: float(10 * i)
                         for i, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), start=3)})
-_NUMBER_WORD = re.compile(r"(?<![\w-])(" + "|".join(EN_NUMBER_WORDS) + r")(?=\s+(?!of\b|or\b|and\b|to\b)[a-z])",
+# Two to twelve in German, Dutch, French, Spanish, Italian and Portuguese ("drie vooraf gedefinieerde stijlen").
+# Not "one" (it is also the article: "ein", "een", "un", "uno") nor the words that are English words too
+# ("due", "once", "sept", "doze", "elf", "otto").
+OTHER_NUMBER_WORDS = {w: float(i) for words in (
+    "zwei drei vier fünf sechs sieben acht neun zehn - zwölf",
+    "twee drie vier vijf zes zeven acht negen tien - twaalf",
+    "deux trois quatre cinq six - huit neuf dix onze douze",
+    "dos tres cuatro cinco seis siete ocho nueve diez - doce",
+    "- tre quattro cinque sei sette - nove dieci undici dodici",
+    "dois três quatro cinco seis sete oito nove dez onze -",
+) for i, w in enumerate(words.split(), start=2) if w != "-"} | {"duas": 2.0}
+NUMBER_WORDS = EN_NUMBER_WORDS | OTHER_NUMBER_WORDS  # every spelled count the reader reads
+_NUMBER_WORD = re.compile(r"(?<![\w-])(" + "|".join(NUMBER_WORDS) + r")(?=\s+(?!of\b|or\b|and\b|to\b)[^\W\d_])",
                           re.IGNORECASE)
 _CJK_DIGITS = {c: float(i) for i, c in enumerate("零一二三四五六七八九")} | {"两": 2.0}
 _CJK_NUMBER = re.compile(r"([零一二两三四五六七八九十]{1,3})([个种项家次台位条款类名部本倍年天])")
@@ -131,7 +143,7 @@ def cjk_number(numeral: str) -> float | None:
 
 def number_words_in(text: str) -> list[Value]:
     """Counts written as words in the text ("seven transitions" → seven, "五种" → 五种), as values."""
-    out = [Value(m.group(1), m.start(1), EN_NUMBER_WORDS[m.group(1).lower()]) for m in _NUMBER_WORD.finditer(text)]
+    out = [Value(m.group(1), m.start(1), NUMBER_WORDS[m.group(1).lower()]) for m in _NUMBER_WORD.finditer(text)]
     for match in _CJK_NUMBER.finditer(text):
         number = cjk_number(match.group(1))
         if number is not None:
