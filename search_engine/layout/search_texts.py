@@ -67,8 +67,8 @@ def region_passages(layout: PageLayout, title: str = "") -> list[list[str]]:
         lines = [line for line in region.text.split("\n") if line.strip()]
         words = region.text.split()
         if text and region.kind == "text" and len(words) > 2 * WINDOW_WORDS:
-            lead = " ".join(p for p in (title, heading, region.caption) if p)
-            passages.append([f"{lead} {' '.join(words[i:i + WINDOW_WORDS])}".strip()
+            led_by = " ".join(p for p in (title, heading, region.caption) if p)
+            passages.append([f"{led_by} {' '.join(words[i:i + WINDOW_WORDS])}".strip()
                              for i in range(0, len(words), WINDOW_WORDS // 2)])
             continue
         if not text or region.kind not in ("table", "list") or len(lines) <= PASSAGE_LINES + 1:
