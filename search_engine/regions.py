@@ -99,7 +99,8 @@ class RegionIndex:
                 if row is not None:
                     page_layout = PageLayout.from_dict(layout)
                     texts = region_search_texts(page_layout, seg.get("title", ""))
-                    per_page[row] = (layout["regions"], texts, region_passages(page_layout, seg.get("title", "")))
+                    per_page[row] = (layout["regions"], texts,
+                                     region_passages(page_layout, seg.get("title", ""), texts))
                     if rows is not None:
                         vectors[row] = np.asarray(rows[offset:offset + count], np.float32)
                 offset += count

@@ -47,7 +47,7 @@ PASSAGE_LINES = 4
 WINDOW_WORDS = 40
 
 
-def region_passages(layout: PageLayout, title: str = "") -> list[list[str]]:
+def region_passages(layout: PageLayout, title: str = "", texts: list[str] | None = None) -> list[list[str]]:
     """Per region (in `layout.regions` order) the passages BM25 scores it by; the region scores as its best
     passage. A region is one passage, its `region_search_texts` text, except a table or a list of more than
     PASSAGE_LINES lines: that is cut into passages of PASSAGE_LINES lines, each led by what leads the region
@@ -57,27 +57,26 @@ def region_passages(layout: PageLayout, title: str = "") -> list[list[str]]:
     match by the length of what it scores, so the one row of a 40-row bill of materials that names the part
     asked about scored below a short paragraph that only names the table; as its own passage, the row (with
     the column names and the heading it sits under) outranks it. Passage retrieval by fixed windows is the
-    standard remedy (Callan 1994; Kaszkiel & Zobel 1997); here the windows follow the printed rows."""
-    whole = region_search_texts(layout, title)
+    standard remedy (Callan 1994; Kaszkiel & Zobel 1997); here the windows follow the printed rows.
+    `texts`: the layout's `region_search_texts(layout, title)` when the caller has them already."""
+    whole = texts if texts is not None else region_search_texts(layout, title)
     passages: list[list[str]] = []
     heading = ""
     for region, text in zip(layout.regions, whole, strict=True):
         if region.kind == "heading":
             heading = region.text
-        lines = [line for line in region.text.split("\n") if line.strip()]
+        lead = " ".join(p for p in (title, heading, region.caption) if p)
         words = region.text.split()
+        lines = [line for line in region.text.split("\n") if line.strip()]
         if text and region.kind == "text" and len(words) > 2 * WINDOW_WORDS:
-            led_by = " ".join(p for p in (title, heading, region.caption) if p)
-            passages.append([f"{led_by} {' '.join(words[i:i + WINDOW_WORDS])}".strip()
+            passages.append([f"{lead} {' '.join(words[i:i + WINDOW_WORDS])}".strip()
                              for i in range(0, len(words), WINDOW_WORDS // 2)])
-            continue
-        if not text or region.kind not in ("table", "list") or len(lines) <= PASSAGE_LINES + 1:
+        elif text and region.kind in ("table", "list") and len(lines) > PASSAGE_LINES + 1:
+            first, rest = (lines[0], lines[1:]) if region.kind == "table" else ("", lines)
+            passages.append([" ".join(p for p in (lead, first, " ; ".join(rest[i:i + PASSAGE_LINES])) if p).strip()
+                             for i in range(0, len(rest), PASSAGE_LINES)])
+        else:
             passages.append([text])
-            continue
-        lead = [title, heading, region.caption]
-        first, rest = (lines[0], lines[1:]) if region.kind == "table" else ("", lines)
-        passages.append([" ".join(p for p in (*lead, first, " ; ".join(rest[i:i + PASSAGE_LINES])) if p).strip()
-                         for i in range(0, len(rest), PASSAGE_LINES)])
     return passages
 
 
