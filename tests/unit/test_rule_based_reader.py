@@ -793,3 +793,39 @@ def test_the_article_and_english_words_are_no_counts():
     from vrag_rl.reader.values import number_words_in
 
     assert number_words_in("een boek, ein Buch, un livre, due to rain, once more, Otto Hahn") == []
+
+
+FACT_SHEET = _page(
+    Region("title", "text", (50, 20, 700, 60), "Brightwater Analytics"),
+    Region("about", "text", (50, 80, 700, 140),
+           "Brightwater Analytics (BWA) is a consulting firm serving regional hospitals and water utilities."),
+    Region("box", "figure", (50, 200, 400, 320), "COMPANY FACTS\nFounder Ilse Varga\nLocation: Tromsø, Norway\n"
+           "Registry Codes:\n4471, 4472\nOwnership Status: Employee-owned",
+           labels=[Label(t, (50, 200 + 20 * i, 400, 218 + 20 * i)) for i, t in enumerate(
+               ["COMPANY FACTS", "Founder Ilse Varga", "Location: Tromsø, Norway", "Registry Codes:", "4471, 4472",
+                "Ownership Status: Employee-owned"])]),
+    Region("foot", "footer", (50, 960, 700, 990), "Vendor ID: QX7734LM2"),
+)
+
+
+def test_a_field_line_is_not_joined_to_the_line_above():
+    """Fact boxes and forms print one field per line without punctuation: a line that opens on its label
+    starts anew, so "Location: Tromsø, Norway" is read as a field, not as the tail of "Founder Ilse Varga"."""
+    texts = [s.text for s in sentences_of("Founder Ilse Varga\nLocation: Tromsø, Norway\nRegistry Codes:\n4471")]
+    assert texts == ["Founder Ilse Varga", "Location: Tromsø, Norway", "Registry Codes:", "4471"]
+    assert [s.text for s in sentences_of("the answer is\nthat we wait")] == ["the answer is that we wait"]
+
+
+def test_a_field_key_named_by_another_ending_of_the_word_answers():
+    """"Where is it located" names the field "Location:"; its value answers over a sentence that only shares
+    the company's name, and the company asked about by its short form in brackets is the one the box names."""
+    best = Reader(None).read("Where is Brightwater Analytics (BWA) located?", FACT_SHEET)
+    assert best is not None and best.answer == "Tromsø, Norway"
+
+
+def test_a_field_in_a_footer_answers_but_a_running_footer_does_not():
+    best = Reader(None).read("What is Brightwater Analytics' vendor ID?", FACT_SHEET)
+    assert best is not None and best.answer == "QX7734LM2"
+    running = _page(Region("t", "text", (50, 100, 700, 140), "Brightwater serves regional hospitals."),
+                    Region("foot", "footer", (50, 960, 700, 990), "Brightwater Analytics Annual Review - page 3"))
+    assert all(r.region_id != "foot" for r in Reader(None).rank("Which page is the annual review on?", running))

@@ -168,11 +168,13 @@ class Reader:
                 if any(candidate.region_id == r.region_id for r in cover):
                     candidate.found |= cover_terms
         keys = _key_terms(question) & set(q_terms)
+        aliases = {k: a for k, a in _aliased_keys(question).items() if k in keys}
 
         def may_answer(candidate: _Candidate) -> bool:
             if not weights.matched(candidate.found):
                 return False
-            if any(not fuzzy_in(k, candidate.found | candidate.context | page_terms) for k in keys):
+            printed_terms = candidate.found | candidate.context | page_terms
+            if any(not fuzzy_in(k, printed_terms) and not aliases.get(k, set()) & printed_terms for k in keys):
                 return False  # the question names its subject by an identifier the evidence does not print
             if candidate.answer == candidate.evidence and not terms_of(candidate.answer) - all_terms:
                 return False  # only the question's own words (a title): it cannot hold an answer
@@ -217,7 +219,9 @@ class Reader:
         for region in regions:
             if region.kind == "heading":
                 heading = region.text
-            if region.kind in ("header", "footer"):
+            if region.kind in ("header", "footer"):  # a running title or page number answers nothing, but
+                # a form's or a letterhead's footer prints fields ("SAM UEI: …", "Tel: …") that answer as printed
+                candidates += _text(region, question, form, "", ignore=ignore, fields_only=True)
                 continue
             around = heading if region.kind != "heading" else ""
             if region.region_id in terms:
@@ -446,6 +450,22 @@ def _key_terms(question: str) -> set[str]:
     return {t for token in tokens for t in content_terms(token)}
 
 
+# A name and its short form in brackets: "zCore Group (zCG)", "the flash memory (U5)"
+_ALIAS = re.compile(r"((?:[^\W_][\w.'’&-]*\s+){0,2}[^\W_][\w.'’&-]*)\s*\(([^()\s]{1,20})\)")
+
+
+def _aliased_keys(question: str) -> dict[str, set[str]]:
+    """Key terms the question gives as the bracketed short form of the words before them, each with those
+    words' terms: evidence that prints either names the subject ("Location: McLean" under "zCore Group",
+    asked about "zCore Group (zCG)")."""
+    out: dict[str, set[str]] = {}
+    for match in _ALIAS.finditer(question):
+        words = set(content_terms(match.group(1)))
+        for term in content_terms(match.group(2)):
+            out[term] = words - {term}
+    return out
+
+
 def _names_one_item(text: str, asked: set[str]) -> bool:
     """Whether the text is a list ("acolor1 acolor2 acolor3 acolor4 acolor5") one of whose items the
     question names: quoted whole, it repeats the question's subject among its siblings and says nothing of it."""
@@ -658,18 +678,29 @@ def _band(region: Region, sentence: spans.Sentence) -> Box:
 
 
 def _text(region: Region, question: str, form: QuestionForm, context: str, kind: str = "text",
-          ignore: frozenset[str] = frozenset(), before: str = "") -> list[_Candidate]:
+          ignore: frozenset[str] = frozenset(), before: str = "", fields_only: bool = False) -> list[_Candidate]:
     """Candidates of a text region: each sentence, and the span of it that answers. `context`: text around
     the region (its heading, the lines it hangs from) whose terms count as the sentence's own; `before`: the
-    sentence the region follows from (the item it is indented under), which a pronoun opening it refers to."""
+    sentence the region follows from (the item it is indented under), which a pronoun opening it refers to;
+    `fields_only`: only printed fields the question names ("SAM UEI: FJ58…" in a page's footer)."""
     out = []
     around = f"{context} {region.caption}"
     previous = before
     for sentence in spans.sentences_of(region.text):
         answer, fit = spans.answer_span(sentence.text, question, form, ignore)
+        # a printed field whose key the question names by another ending ("Location:" for "located") has it
+        field_value, field_terms = spans.printed_field(sentence.text, question)
+        if fields_only and not (field_value and answer == field_value):
+            continue
+        # a field reads with the box it is printed in, as a cell with its row and column: the fields of a
+        # fact box or a form are about what the box names ("COMPANY DATA / CEO zCore Group / Location: …")
+        is_field = bool(field_value) and answer == field_value
+        named = field_terms | terms_of(region.text) if is_field else set()
         if form.superlative and not form.wants_value:  # "which is highest": only a sentence that says so
             fit = fit if says_superlative(sentence.text, form.superlative) else 0
         bonus = 0.1 if fit == 2 else -0.1 if form.entity and answer == sentence.text else 0.0
+        if is_field:  # the page states what is asked, as the question words it: "<key>: <value>"
+            bonus += FIELD_BONUS
         # a sentence is about what the sentence before it names: half credit for that sentence's terms, as for
         # a running title — "One recommended regimen is paclitaxel 135 mg/m2 …" after "For patients with
         # AIDS-related KS that has failed to respond to first-line chemotherapy, there are two regimens", and
@@ -681,12 +712,13 @@ def _text(region: Region, question: str, form: QuestionForm, context: str, kind:
         if anaphor and answer == sentence.text:  # no span read out: what the pronoun stands for is part of
             answer = evidence = f"{previous} {sentence.text}"  # the answer ("Data may be missing. This makes…")
         out.append(_Candidate(answer, evidence, _band(region, sentence), region.region_id, kind,
-                              _with_heading(sentence.text, context), terms_of(f"{sentence.text} {around}"),
-                              terms_of(sentence.text), fit > 0, True, bonus, referent))
+                              _with_heading(sentence.text, context), terms_of(f"{sentence.text} {around}") | named,
+                              terms_of(sentence.text) | named, fit > 0, True, bonus, referent))
         previous = sentence.text
     return out
 
 
+FIELD_BONUS = 0.25  # a printed field whose key the question names, over sentences that only share its words
 SHORT_LINE = 4  # words: a line this short ("Bicycle 12%") means what its heading says it is
 
 

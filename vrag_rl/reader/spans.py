@@ -6,6 +6,7 @@ whole sentence — never the sentence with the question's words deleted (that ma
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
@@ -36,12 +37,20 @@ class Sentence:
     n_lines: int
 
 
+# A printed field's label opening a line: "Location: McLean, VA", "SAM UEI: FJ58…", "电话：…" — one to four
+# words, the first capitalised (or CJK), then a colon (and the field's value, on this line or the next)
+_FIELD_LINE = re.compile(r"^\s*(?:[A-Z0-9][\w'’&./()-]*(?:[ \t]+[\w'’&./()-]+){0,3}|[\u3400-\u9fff]{1,8})"
+                         r"\s*[:：](?:\s*\S|\s*$)")
+
+
 def _joins(previous: str, following: str) -> bool:
     """Whether two printed lines are one wrapped sentence: the first ends mid-sentence (a word or a
-    comma, not a full stop, colon or a value that ends a table-like row)."""
+    comma, not a full stop, colon or a value that ends a table-like row), and the second is no field of
+    its own (a label and its value: forms, letterheads and fact boxes print one per line, unpunctuated)."""
     end = previous.rstrip()[-1:]
     ends_in_value = bool(re.search(r"\d[%\w]*$", previous.rstrip()))
-    return bool(following.strip()) and (end.isalnum() or end in ",，、-") and not ends_in_value
+    return bool(following.strip()) and (end.isalnum() or end in ",，、-") and not ends_in_value \
+        and not _FIELD_LINE.match(following)
 
 
 # A bullet glyph standing alone before an item: "•", "‣", "▶", "■", "◦", "➤", "✓", or a symbol font's bullet
@@ -396,6 +405,12 @@ def key_value(text: str, question: str) -> str:
     """The value of a key/value line whose key the question names: "Headquarters: Lyon, France" or
     "Kestrel code 4711" (a short line ending in one value) for "what/where is the headquarters/code" —
     a printed field, read as one. "" when the line is no such field or the question names another key."""
+    return printed_field(text, question)[0]
+
+
+def printed_field(text: str, question: str) -> tuple[str, set[str]]:
+    """(value, the question's terms its key names) of a key/value line whose every key word the question
+    names (`_same_root`: "Location:" for "where is it located"); ("", set()) when there is none."""
     asked = set(content_terms(question))
     match = _KEY_VALUE.match(text)
     if match:
@@ -403,13 +418,34 @@ def key_value(text: str, question: str) -> str:
     else:
         values = [v for v in values_in(text) if not v.is_date]
         if len(text.split()) > 8 or len(values) != 1 or not text.rstrip(" .").endswith(values[0].text):
-            return ""
+            return "", set()
         key, value = text[:values[0].start], values[0].text
     value = _CITATION_MARK.sub("", value)  # "33069-62-4[27]": the reference mark is not the field's value
     key_terms = set(content_terms(key))
-    if not key_terms or not key_terms <= asked or not set(content_terms(value)) - asked:
-        return ""
-    return value.strip()
+    named = {a for k in key_terms for a in asked if _same_root(k, {a})}
+    if not key_terms or not all(_same_root(k, asked) for k in key_terms) or not set(content_terms(value)) - asked:
+        return "", set()
+    return value.strip(), named
+
+
+ROOT_LETTERS = 5  # "locat-ion" / "locat-ed", "manufactur-er" / "manufactur-es": one word, two endings
+
+
+def _same_root(term: str, asked: set[str]) -> bool:
+    """Whether the question names a field's key word: the word itself, or another ending of it (a form
+    prints "Location:" for "where is it located", "Manufacturer:" for "who manufactures it") — the words
+    share their first ROOT_LETTERS letters and differ only in the last three of the longer."""
+    if term in asked:
+        return True
+    if len(term) < ROOT_LETTERS or not term.isalpha():
+        return False
+    for word in asked:
+        if len(word) < ROOT_LETTERS or not word.isalpha():
+            continue
+        common = len(os.path.commonprefix([term, word]))
+        if common >= ROOT_LETTERS and max(len(term), len(word)) - common <= 3:
+            return True
+    return False
 
 
 _CITATION_MARK_ANYWHERE = re.compile(r"(?<=\S)\[\d{1,3}(?:\s?[,–-]\s?\d{1,3})*\]")  # "therapy.[16]"
