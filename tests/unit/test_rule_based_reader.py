@@ -829,3 +829,37 @@ def test_a_field_in_a_footer_answers_but_a_running_footer_does_not():
     running = _page(Region("t", "text", (50, 100, 700, 140), "Brightwater serves regional hospitals."),
                     Region("foot", "footer", (50, 960, 700, 990), "Brightwater Analytics Annual Review - page 3"))
     assert all(r.region_id != "foot" for r in Reader(None).rank("Which page is the annual review on?", running))
+
+
+SIDE_BY_SIDE = _page(_table("fin", [
+    ["Key ratios", "2022", "2023E", "2024E", "Income statement", "2022", "2023E", "2024E"],
+    ["EPS", "1.07", "2.91", "4.43", "Revenue", "1,567", "3,684", "5,056"],
+    ["P/E", "82.90", "30.47", "20.02", "Cost of sales", "1,038", "2,394", "3,236"],
+    ["EV/EBITDA", "49.85", "24.12", "15.68", "R&D expense", "117", "276", "379"],
+    ["Cash flow", "2022", "2023E", "2024E", "EBIT", "213", "534", "814"],
+    ["Net income", "173", "471", "717", "Finance cost", "7", "1", "11"],
+    ["Capex", "-83", "-184", "-203", "Tax", "14", "52", "80"],
+], w=90, header_rows=1, header_cols=1))
+
+
+@pytest.mark.parametrize(("question", "answer"), [
+    ("What R&D expense is forecast for 2024E?", "379"),  # the right table's row, not the left one's
+    ("What EV/EBITDA multiple is forecast for 2023E?", "24.12"),
+    ("What capex is forecast for 2024E?", "-203"),  # under the repeated header row: the cash-flow table
+])
+def test_tables_printed_side_by_side_are_read_as_tables(question, answer):
+    from vrag_rl.reader.tables import panels
+
+    parts = panels(SIDE_BY_SIDE.regions[0])
+    assert [p.text.split(" | ")[0] for p in parts] == ["Key ratios", "Cash flow", "Income statement"]
+    best = Reader(None).read(question, SIDE_BY_SIDE)
+    assert best is not None and best.answer == answer
+
+
+def test_a_column_of_words_inside_one_table_does_not_cut_it():
+    """A table with a text column after a value column is one table when the parts share no column name."""
+    from vrag_rl.reader.tables import panels
+
+    stock = _table("s", [["Product", "Price", "Description", "Stock"], ["Kettle", "24.00", "steel, 1.7 l", "12"],
+                         ["Toaster", "31.50", "two slots", "4"], ["Mixer", "89.90", "five speeds", "7"]])
+    assert panels(stock) == [stock]

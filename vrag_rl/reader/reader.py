@@ -229,7 +229,8 @@ class Reader:
             above = parents.get(region.region_id, [])
             around = " ".join([around, *above]).strip()
             if region.kind == "table":
-                candidates += self._table(region, question, form, around, ignore)
+                for panel in tables.panels(region):
+                    candidates += self._table(panel, question, form, around, ignore)
             elif region.kind == "figure":
                 candidates += _figure(region, question, form, around, ignore)
             else:

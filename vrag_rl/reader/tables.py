@@ -7,6 +7,7 @@ numbers over rows with numbers is a header row, and a left column of labels is a
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from search_engine.page_layout import Box, Region, TableCell
@@ -202,6 +203,56 @@ def unstacked_rows(region: Region) -> Region:
         return region
     return Region(region.region_id, region.kind, region.box, region.text, region.caption, out,
                   region.header_rows, region.header_cols, region.labels)
+
+
+PANEL_SHARE = 0.7  # of a column's filled cells: words in a panel's label column, values in the column before it
+
+
+def panels(region: Region) -> list[Region]:
+    """A table printed as several tables side by side and one under another (a broker's note prints its
+    income statement beside its per-share data, the balance sheet under the income statement; a fact sheet
+    prints "Item | Value | Item | Value"), cut into those tables, each read by its own row labels and column
+    names. Side by side: a column of words right after a column of values, when the table's first column is
+    words too and the two parts share a column name ("2021 … 2024E" over both). One under another: a row that
+    repeats the column names of the top row (its first cell names the new table). Each part keeps the region's
+    id; the table is returned whole when it has no such parts."""
+    cells = {(c.row, c.col): c for c in region.cells if c.text.strip()}
+    if not cells:
+        return [region]
+    n_rows = max(r for r, _ in cells) + 1
+    n_cols = max(c for _, c in cells) + 1
+
+    def share(col: int, test: Callable[[str], bool]) -> float:
+        texts = [cells[r, col].text for r in range(n_rows) if (r, col) in cells]
+        return sum(test(t) for t in texts) / len(texts) if len(texts) >= 3 else 0.0
+
+    def words(text: str) -> bool:
+        return not _numeric(text)
+
+    def names(first: int, last: int) -> set[str]:
+        return {cells[0, c].text.strip() for c in range(first + 1, last) if (0, c) in cells}
+
+    starts = [0]
+    if share(0, words) >= PANEL_SHARE:
+        for col in range(2, n_cols - 1):
+            if share(col, words) >= PANEL_SHARE and share(col - 1, _numeric) >= PANEL_SHARE \
+                    and names(starts[-1], col) & names(col, n_cols):
+                starts.append(col)
+    out: list[Region] = []
+    for first, last in zip(starts, [*starts[1:], n_cols]):
+        header = [cells[0, c].text.strip() for c in range(first + 1, last) if (0, c) in cells]
+        tops = [0] + [r for r in range(1, n_rows) if len(header) >= 2 and (r, first) in cells and [
+            cells[r, c].text.strip() for c in range(first + 1, last) if (r, c) in cells] == header]
+        for top, bottom in zip(tops, [*tops[1:], n_rows]):
+            part = [TableCell(r - top, c - first, cells[r, c].text, cells[r, c].box, cells[r, c].is_header)
+                    for r in range(top, bottom) for c in range(first, last) if (r, c) in cells]
+            if part:
+                box = (min(c.box[0] for c in part), min(c.box[1] for c in part),
+                       max(c.box[2] for c in part), max(c.box[3] for c in part))
+                text = "\n".join(" | ".join(c.text for c in part if c.row == r) for r in range(bottom - top))
+                out.append(Region(region.region_id, region.kind, box, text, region.caption, part,
+                                  1 if top or region.header_rows else 0, 0, region.labels))
+    return out if len(out) > 1 else [region]
 
 
 def _row_parts(text: str) -> tuple[str, str] | None:
