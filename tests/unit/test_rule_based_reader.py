@@ -863,3 +863,46 @@ def test_a_column_of_words_inside_one_table_does_not_cut_it():
     stock = _table("s", [["Product", "Price", "Description", "Stock"], ["Kettle", "24.00", "steel, 1.7 l", "12"],
                          ["Toaster", "31.50", "two slots", "4"], ["Mixer", "89.90", "five speeds", "7"]])
     assert panels(stock) == [stock]
+
+
+def _drawn(rid: str, lines: list[list[tuple[float, str]]], y: float = 200, step: float = 30) -> Region:
+    """A figure whose labels sit at the given x positions, one printed line per list."""
+    labels = [Label(text, (x, y + i * step, x + 9 * len(text), y + i * step + 20))
+              for i, line in enumerate(lines) for x, text in line]
+    return Region(rid, "figure", (40, y, 760, y + step * len(lines)), "\n".join(lb.text for lb in labels),
+                  labels=labels)
+
+
+PARTS_DRAWN = _drawn("connectors", [
+    [(60, "4.5.1 Power connector (P1)")],
+    [(80, "The power connector takes a 2.5 mm barrel plug.")],
+    [(80, "Part Description"), (400, "Manufacturer"), (600, "Part Number")],
+    [(80, "2.5 mm barrel jack"), (400, "Switchcraft"), (600, "RAPC712X")],
+    [(400, "Digi-Key"), (600, "SC1152-ND")],
+    [(360, "Mating Connector")],
+    [(80, "Power supply (provided with kit)"), (400, "Condor"), (600, "DSA-0151A")],
+    [(400, "Mouser"), (600, "CN2105-ND")],
+])
+
+
+def test_a_table_drawn_as_a_figure_is_read_by_its_headers():
+    """Layout analysis takes a ruled parts list for a figure: its labels' rows and shared left edges make the
+    table again, read by its column names — and the row that prints its label comes before the row that
+    continues it (a second supplier)."""
+    from vrag_rl.reader.tables import table_from_labels
+
+    table = table_from_labels(PARTS_DRAWN)
+    assert table is not None and table.text.split("\n")[0] == "Part Description | Manufacturer | Part Number"
+    best = Reader(None).read("Which manufacturer makes the power supply provided with the kit?", _page(PARTS_DRAWN))
+    assert best is not None and best.answer == "Condor"
+
+
+def test_labels_that_print_no_table_make_none():
+    """A legend of two columns and a chart's labels are not tables."""
+    from vrag_rl.reader.tables import table_from_labels
+
+    legend = _drawn("legend", [[(80, "Car"), (300, "Bus")], [(80, "Bicycle"), (300, "Walking")],
+                               [(80, "Train"), (300, "Ferry")]])
+    chart = _drawn("chart", [[(60, "100")], [(60, "50")], [(60, "0")],
+                             [(120, "2021"), (220, "2022"), (320, "2023"), (420, "2024")]])
+    assert table_from_labels(legend) is None and table_from_labels(chart) is None

@@ -233,6 +233,9 @@ class Reader:
                     candidates += self._table(panel, question, form, around, ignore)
             elif region.kind == "figure":
                 candidates += _figure(region, question, form, around, ignore)
+                drawn = tables.table_from_labels(region)  # a table layout analysis took for a figure
+                if drawn is not None:
+                    candidates += self._table(drawn, question, form, around, ignore)
             else:
                 candidates += _text(region, question, form, around, ignore=ignore, before=above[-1] if above else "")
         return candidates
@@ -318,6 +321,9 @@ class Reader:
                 # as sure as a field's label (a header that shares one word of three with the question,
                 # "International Cargo Ton" for "international passengers", names another column; "which terminal
                 # has the most berths" asks for a row, not a cell)
+                # a row that prints no label of its own continues the row above (a second supplier, a merged
+                # label cell): the row that prints the label the question names comes first
+                continued = bool(grid.header_cols) and not any((r, k) in grid.cells for k in range(grid.header_cols))
                 looked_up = named and form.wants_value and not form.superlative \
                     and _mostly_named(_header_terms(row_label), q_terms) \
                     and _mostly_named(_header_terms(grid.col_names.get(c) or col_label), q_terms)
@@ -326,7 +332,7 @@ class Reader:
                                       terms_of(f"{row_label} {col_label} {cell.text} {around} {row_texts[r]}"),
                                       terms_of(f"{row_label} {col_label} {cell.text}"), True, pinned,
                                       (0.1 if fit == 2 else 0.0 if legible else -0.2) + whole_row * 0.1
-                                      + looked_up * 0.2, half, legible, named))
+                                      + looked_up * 0.2 - continued * 0.05, half, legible, named))
                 cell_terms = terms_of(cell.text)
                 quoted = bool(cell_terms) and (len(cell_terms & q_terms) * 2 >= len(cell_terms)
                                                or bool(cell_terms & keys))

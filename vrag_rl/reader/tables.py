@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from search_engine.page_layout import Box, Region, TableCell
+from search_engine.page_layout import Box, Label, Region, TableCell
 from vrag_rl.reader.rows import is_value
 from vrag_rl.reader.values import SPACE_GROUPED, number_of
 
@@ -203,6 +203,56 @@ def unstacked_rows(region: Region) -> Region:
         return region
     return Region(region.region_id, region.kind, region.box, region.text, region.caption, out,
                   region.header_rows, region.header_cols, region.labels)
+
+
+def table_from_labels(region: Region) -> Region | None:
+    """The table a figure's labels print: a parts list or a spec sheet drawn with rulings is often taken for
+    a figure by layout analysis, its cells kept as labels with boxes. Rows are labels whose vertical centres
+    agree; columns are left edges that three or more rows share. The table runs from the first row of two or
+    more aligned labels, none a value (its column names), to the last row of two or more aligned labels; a
+    row of one label inside it (a group's name, a continued cell) is kept in the column it sits in. At least
+    three columns, or two and four rows below the names: fewer is a legend or a caption beside a drawing, not
+    a table. None when the labels print no such table."""
+    labels = [lb for lb in region.labels if lb.text.strip() and lb.box[3] > lb.box[1]]
+    if len(labels) < 6:
+        return None
+    height = sorted(lb.box[3] - lb.box[1] for lb in labels)[len(labels) // 2]
+    rows: list[list[Label]] = []
+    for lb in sorted(labels, key=lambda lb: (lb.box[1] + lb.box[3]) / 2):
+        centre = (lb.box[1] + lb.box[3]) / 2
+        if rows and abs(centre - sum((x.box[1] + x.box[3]) / 2 for x in rows[-1]) / len(rows[-1])) <= height / 2:
+            rows[-1].append(lb)
+        else:
+            rows.append([lb])
+    lefts: list[float] = []  # column anchors: left edges shared by three or more rows
+    for left in sorted(lb.box[0] for lb in labels):
+        if sum(any(abs(lb.box[0] - left) <= height / 2 for lb in row) for row in rows) >= 3 and not any(
+                abs(left - a) <= height for a in lefts):
+            lefts.append(left)
+
+    def column(lb: Label) -> int | None:
+        return next((i for i, a in enumerate(lefts) if abs(lb.box[0] - a) <= height / 2), None)
+
+    aligned = [len(row) >= 2 and all(column(lb) is not None for lb in row)
+               and len({column(lb) for lb in row}) == len(row) for row in rows]
+    start = next((i for i, row in enumerate(rows) if aligned[i] and all(not _numeric(lb.text) for lb in row)), None)
+    if start is None:
+        return None
+    end = max(i for i in range(start, len(rows)) if aligned[i]) + 1
+    cells: list[TableCell] = []
+    for r, row in enumerate(rows[start:end]):
+        for lb in row:
+            col = column(lb)
+            if col is None:  # a label spanning columns: the column it starts in
+                col = max((i for i, a in enumerate(lefts) if a <= lb.box[0] + height / 2), default=0)
+            cells.append(TableCell(r, col, lb.text.strip(), lb.box, r == 0))
+    n_rows, n_cols = end - start, len({c.col for c in cells})
+    if n_cols < 2 or (n_cols < 3 and n_rows < 5) or n_rows < 3:
+        return None
+    box = (min(c.box[0] for c in cells), min(c.box[1] for c in cells),
+           max(c.box[2] for c in cells), max(c.box[3] for c in cells))
+    text = "\n".join(" | ".join(c.text for c in cells if c.row == r) for r in range(n_rows))
+    return Region(region.region_id, "table", box, text, region.caption, cells, 1, 0)
 
 
 PANEL_SHARE = 0.7  # of a column's filled cells: words in a panel's label column, values in the column before it
