@@ -906,3 +906,21 @@ def test_labels_that_print_no_table_make_none():
     chart = _drawn("chart", [[(60, "100")], [(60, "50")], [(60, "0")],
                              [(120, "2021"), (220, "2022"), (320, "2023"), (420, "2024")]])
     assert table_from_labels(legend) is None and table_from_labels(chart) is None
+
+
+@pytest.mark.parametrize(("text", "sentences"), [
+    ("Prepared by Dr. Ilse Varga, Bergen, 14. März 2023", ["Prepared by Dr. Ilse Varga, Bergen, 14. März 2023"]),
+    ("Gepubliceerd op 3. maart 2021 in Gent.", ["Gepubliceerd op 3. maart 2021 in Gent."]),
+    ("See Fig. 3 for the layout. It shows both quays.", ["See Fig. 3 for the layout.", "It shows both quays."]),
+    ("The total was 42. The next one is 7.", ["The total was 42.", "The next one is 7."]),
+])
+def test_a_full_stop_after_a_title_or_a_day_ends_no_sentence(text, sentences):
+    assert [s.text for s in sentences_of(text)] == sentences
+
+
+def test_a_date_written_with_a_day_ordinal_is_read_whole():
+    """"14. März 2023" was cut after "14." into two sentences, and neither held a date."""
+    page = _page(Region("h", "heading", (50, 20, 700, 60), "Hafenbericht Bergen"),
+                 Region("t", "text", (50, 900, 700, 960), "Erstellt von Dr. Ilse Varga, Bergen, 14. März 2023"))
+    best = Reader(None).read("Wann wurde der Hafenbericht Bergen erstellt?", page)
+    assert best is not None and best.answer == "14. März 2023"

@@ -13,7 +13,15 @@ from dataclasses import dataclass
 from search_engine.lexical import has_cjk
 from vrag_rl.reader.question import QuestionForm, asks_count, is_superlative, which_head
 from vrag_rl.reader.terms import MONTH_TERMS, STOPWORDS, content_terms, fuzzy_in, stem, word_spans, words_of
-from vrag_rl.reader.values import _REFERENCE_LABEL, NUMBER_WORDS, Value, named_in, number_words_in, values_in
+from vrag_rl.reader.values import (
+    _REFERENCE_LABEL,
+    MONTH_NAMES,
+    NUMBER_WORDS,
+    Value,
+    named_in,
+    number_words_in,
+    values_in,
+)
 
 # A sentence ends at . ! ? followed by a space and a capital/digit/quote, or at CJK full stops. A single
 # capital before the dot ("J. Smith") or a short lowercase abbreviation ("e.g.", "approx.") does not end one.
@@ -71,6 +79,25 @@ def items_of(line: str) -> list[tuple[str, bool]]:
     return [(p.strip(), item) for p, item in pieces if p.strip()]
 
 
+# A full stop that ends no sentence: a title before a name ("Dr. Uwe Ziegenhagen"), a reference's label
+# before its number ("Fig. 3", "No. 12"), a day before its month ("27. Februar 2022", "3. maart")
+_NOT_AN_END = re.compile(r"(?:\b(?:Dr|Mr|Mrs|Ms|Prof|St|No|Nr|Fig|Figs|vs|Vol|pp|cf)\.|\b\d{1,2}\.)$", re.IGNORECASE)
+_MONTH_START = re.compile(r"^(?:" + MONTH_NAMES + r")\b", re.IGNORECASE)
+
+
+def _rejoined(pieces: list[str]) -> list[str]:
+    """Pieces of a line split at full stops, joined again where the stop ends no sentence (`_NOT_AN_END`;
+    a day's number ends one unless a month's name follows it)."""
+    out: list[str] = []
+    for piece in pieces:
+        if out and _NOT_AN_END.search(out[-1]) and (
+                not re.search(r"\d\.$", out[-1]) or _MONTH_START.match(piece.lstrip())):
+            out[-1] = f"{out[-1]} {piece.lstrip()}"
+        else:
+            out.append(piece)
+    return out
+
+
 def sentences_of(text: str) -> list[Sentence]:
     """The sentences of a region's text: lines of a wrapped sentence joined, rows of a list or table
     kept apart (a bulleted item starts anew, whether or not a line break is left before its bullet), then
@@ -89,7 +116,7 @@ def sentences_of(text: str) -> list[Sentence]:
     offset = 0
     n = max(1, len(lines))
     for group, first, last in groups:
-        pieces = [p for p in _SENTENCE_END.split(group) if p and p.strip()]
+        pieces = _rejoined([p for p in _SENTENCE_END.split(group) if p and p.strip()])
         cursor = 0
         for piece in pieces:
             at = group.find(piece, cursor)

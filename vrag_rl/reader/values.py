@@ -30,6 +30,7 @@ _OTHER_MONTHS = ("janvier|f[ée]vrier|mars|avril|mai|juin|juillet|ao[uû]t|septe
                  "diciembre|gennaio|febbraio|aprile|maggio|giugno|luglio|settembre|ottobre|dicembre|"
                  "janeiro|fevereiro|mar[çc]o|maio|junho|julho|setembro|outubro|novembro|dezembro|"
                  "januari|februari|maart|mei|augustus")
+MONTH_NAMES = _MONTHS + "|" + _OTHER_MONTHS  # a regular expression's alternatives, any of the languages
 _DATE = re.compile(
     r"(?<![\w])(?:\d{1,2}(?:st|nd|rd|th|er|\.)?\s+(?:de\s+)?(?:" + _MONTHS + "|" + _OTHER_MONTHS +
     r")\.?,?\s+(?:de\s+)?\d{4}|(?:" + _MONTHS + r")\.?\s+\d{1,2},?\s+\d{4}|"
