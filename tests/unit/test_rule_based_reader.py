@@ -924,3 +924,19 @@ def test_a_date_written_with_a_day_ordinal_is_read_whole():
                  Region("t", "text", (50, 900, 700, 960), "Erstellt von Dr. Ilse Varga, Bergen, 14. März 2023"))
     best = Reader(None).read("Wann wurde der Hafenbericht Bergen erstellt?", page)
     assert best is not None and best.answer == "14. März 2023"
+
+
+def test_a_range_answers_whole_and_a_wrapped_line_ending_in_a_number_goes_on():
+    """A scanned page wraps "… beyond the 12-15" / "berths typical of …": the line ends in a number but the
+    sentence goes on in lower case, and "how many" is answered by the whole range, not one of its ends."""
+    text = Region("t", "text", (50, 100, 700, 180), "The harbour, we may add, has grown beyond the 12-15\n"
+                  "berths typical of small northern ports, as the survey of 2019 shows.")
+    best = Reader(None).read("How many berths are typical of small northern ports?", _page(text))
+    assert best is not None and best.answer == "12-15"
+    from vrag_rl.reader.spans import _ranged
+    from vrag_rl.reader.values import values_in
+
+    for code in ("Part 897-30-004 costs 12", "Call 650-701-7829 now", "Issued 2023-05-04", "Scores fell 40-30"):
+        assert all("-" not in printed for _, printed in _ranged(code, values_in(code))), code
+    assert [t for _, t in _ranged("between 1,200 to 1,500 units", values_in("between 1,200 to 1,500 units"))] == [
+        "1,200 to 1,500"]

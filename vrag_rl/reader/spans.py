@@ -19,6 +19,7 @@ from vrag_rl.reader.values import (
     NUMBER_WORDS,
     Value,
     named_in,
+    number_of,
     number_words_in,
     values_in,
 )
@@ -51,12 +52,18 @@ _FIELD_LINE = re.compile(r"^\s*(?:[A-Z0-9][\w'’&./()-]*(?:[ \t]+[\w'’&./()-]
                          r"\s*[:：](?:\s*\S|\s*$)")
 
 
+ROW_WORDS = 6  # a table-like row printed as a line ("Net sales 2023 1,204") is at most this many words
+
+
 def _joins(previous: str, following: str) -> bool:
     """Whether two printed lines are one wrapped sentence: the first ends mid-sentence (a word or a
     comma, not a full stop, colon or a value that ends a table-like row), and the second is no field of
     its own (a label and its value: forms, letterheads and fact boxes print one per line, unpunctuated)."""
     end = previous.rstrip()[-1:]
-    ends_in_value = bool(re.search(r"\d[%\w]*$", previous.rstrip()))
+    # a line ending in a value ends a row ("Bicycle 12%"), unless it is a sentence's line and the next goes on
+    # in lower case ("… beyond the 30-40" / "vocal signals typical of …")
+    ends_in_value = bool(re.search(r"\d[%\w]*$", previous.rstrip())) and not (
+        len(previous.split()) > ROW_WORDS and following.lstrip()[:1].islower())
     return bool(following.strip()) and (end.isalnum() or end in ",，、-") and not ends_in_value \
         and not _FIELD_LINE.match(following)
 
@@ -368,6 +375,27 @@ def _count_as_digits(answer: str) -> str:
     return str(int(number)) if number is not None else answer
 
 
+# Two numbers joined as a range: "30-40", "30–40 %", "1,200 to 1,500" (not part of a longer code such as
+# "897-30-004" or "650-701-7829", nor a date such as "2023-05-04")
+_RANGE = re.compile(r"(?<![\w.,/–-])(\d[\d,.]*)(\s?[-–—]\s?|\s+to\s+)(\d[\d,.]*)(?![\w/–-]|[.,]\d)")
+
+
+def _ranged(text: str, values: list[Value]) -> list[tuple[int, str]]:
+    """(offset, text) of the values, a value printed as one end of a range given as the whole range (its
+    two ends as one answer: "beyond the 30-40 vocal signals" answers "how many" with "30-40"), once."""
+    ranges = []
+    for match in _RANGE.finditer(text):
+        low, high = number_of(match.group(1)), number_of(match.group(3))
+        if low is not None and high is not None and low < high:
+            ranges.append((match.start(), match.end(), match.group(0)))
+    out: dict[int, str] = {}
+    for value in values:
+        around = next(((a, t) for a, b, t in ranges if a <= value.start < b), None)
+        start, printed = around if around is not None else (value.start, value.text)
+        out.setdefault(start, printed)
+    return sorted(out.items())
+
+
 def answer_span(text: str, question: str, form: QuestionForm,
                 ignore: frozenset[str] = frozenset()) -> tuple[str, int]:
     """(answer, fit): the shortest span of `text` of the kind asked and how well it fits — 2 exactly
@@ -377,9 +405,10 @@ def answer_span(text: str, question: str, form: QuestionForm,
         values, exact = wanted_values(text, question, form)
         if values:
             fit = 2 if exact else 1
-            if len(values) == 1:
-                return _count_as_digits(values[0].text), fit
-            return _count_as_digits(_nearest(text, [(v.start, v.text) for v in values], question, ignore)), fit
+            found = _ranged(text, values)
+            if len(found) == 1:
+                return _count_as_digits(found[0][1]), fit
+            return _count_as_digits(_nearest(text, found, question, ignore)), fit
         if form.needs_number:
             return text, 0
         # only a quantity noun ("the default value of X"): a printed field's value or an identifier answers
