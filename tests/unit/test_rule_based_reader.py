@@ -940,3 +940,12 @@ def test_a_range_answers_whole_and_a_wrapped_line_ending_in_a_number_goes_on():
         assert all("-" not in printed for _, printed in _ranged(code, values_in(code))), code
     assert [t for _, t in _ranged("between 1,200 to 1,500 units", values_in("between 1,200 to 1,500 units"))] == [
         "1,200 to 1,500"]
+
+
+def test_a_headings_number_is_no_labelled_value():
+    """"2. Total Domestic Traffic" heads a figure: its number numbers the heading, it is no value of a label
+    (it was read as "Total Domestic Traffic: 2" and answered "how many domestic passengers" with 2)."""
+    from vrag_rl.reader.figures import _line_pair
+
+    assert _line_pair("2. Total Domestic Traffic") is None and _line_pair("3) Install the kit") is None
+    assert _line_pair("Car 25%") is not None and _line_pair("Cruise calls: 45") is not None

@@ -40,6 +40,9 @@ def _value_only(text: str) -> bool:
     return len(values) == 1 and not re.sub(re.escape(values[0].text), "", text).strip(" :|-–()")
 
 
+_NUMBERING_AFTER = re.compile(r"^[.)]\s+\S|^(?:\.\d+)+\.?\s")  # what follows "2" in "2. Title", "4" in "4.5.1 USB"
+
+
 def _line_pair(line: str, box: Box | None = None) -> LabelValue | None:
     """ "Car 25%", "Cruise calls: 45": a label and one value printed apart on one line ("Jun-99" is a
     category with its year, not a label and a value)."""
@@ -50,6 +53,8 @@ def _line_pair(line: str, box: Box | None = None) -> LabelValue | None:
     before, after = line[:value.start], line[value.start + len(value.text):]
     if (before and not before[-1].isspace() and before[-1] not in ":(") or (after and after[0].isalnum()):
         return None
+    if not before.strip() and _NUMBERING_AFTER.match(after):
+        return None  # "2. JAL Group Total Domestic Pax Traffic", "3) Install": a heading's or item's number
     label = (before + after).strip(" :|-–()")
     number = number_of(value.text)
     if label and re.search(r"[^\W\d_]", label) and number is not None:
