@@ -949,3 +949,15 @@ def test_a_headings_number_is_no_labelled_value():
 
     assert _line_pair("2. Total Domestic Traffic") is None and _line_pair("3) Install the kit") is None
     assert _line_pair("Car 25%") is not None and _line_pair("Cruise calls: 45") is not None
+
+
+def test_a_field_in_running_text_reads_with_its_own_words_only():
+    """In a fact box every field is about what the box names; in a paragraph of sentences a field is about
+    its own words: "Definition: …" of a queue does not answer what a deque is because the deque is named
+    two lines below (with the whole region as its context it did, and outranked the sentence that answers)."""
+    slide = _page(Region("t", "text", (50, 100, 750, 300),
+                         "A stack is a list where items are added and removed at one end only, the top.\n"
+                         "Definition: a queue adds items at the back and removes them at the front.\n"
+                         "A deque is a list that adds and removes items at either of its two ends."))
+    best = Reader(None).read("What is the definition of a deque?", slide)
+    assert best is None or "queue adds" not in best.answer

@@ -95,6 +95,7 @@ class _Candidate:
     legible: bool = True
     named: bool = False  # (tables) the question names both the cell's row and its column: supported as such
     chart_part: bool = False  # (figures) read off a part of a chart: an axis' title, a tick, the legend
+    field_key: set[str] = field(default_factory=set)  # (text) a printed field's key: the question's terms it names
 
 
 class Reader:
@@ -193,6 +194,11 @@ class Reader:
                      - (0.0 if candidate.pinned else 0.3))
             if form.figure and candidate.kind == "figure":
                 score += 0.15
+            if candidate.field_key and (set(q_terms) - candidate.field_key) & (
+                    candidate.found | candidate.context | page_terms):
+                # the page states what is asked as the question words it ("<key>: <value>"), of what the question
+                # asks it about (the box, the page or the field names the rest of the question)
+                score += FIELD_BONUS
             if form.entity and candidate.answer == candidate.evidence and candidate.own:
                 # no name read out of it: evidence that mostly repeats the question names nothing new
                 score -= 0.25 * len(candidate.own & all_terms) / len(candidate.own)
@@ -693,21 +699,21 @@ def _text(region: Region, question: str, form: QuestionForm, context: str, kind:
     out = []
     around = f"{context} {region.caption}"
     previous = before
+    fact_box = _fact_box(region.text)
     for sentence in spans.sentences_of(region.text):
         answer, fit = spans.answer_span(sentence.text, question, form, ignore)
         # a printed field whose key the question names by another ending ("Location:" for "located") has it
         field_value, field_terms = spans.printed_field(sentence.text, question)
         if fields_only and not (field_value and answer == field_value):
             continue
-        # a field reads with the box it is printed in, as a cell with its row and column: the fields of a
-        # fact box or a form are about what the box names ("COMPANY DATA / CEO zCore Group / Location: …")
+        # a field of a fact box reads with the box, as a cell with its row and column: its fields are about
+        # what the box names ("COMPANY DATA / CEO zCore Group / Location: …"); a field in running text only
+        # with its own words
         is_field = bool(field_value) and answer == field_value
-        named = field_terms | terms_of(region.text) if is_field else set()
+        named = field_terms | (terms_of(region.text) if fact_box else set()) if is_field else set()
         if form.superlative and not form.wants_value:  # "which is highest": only a sentence that says so
             fit = fit if says_superlative(sentence.text, form.superlative) else 0
         bonus = 0.1 if fit == 2 else -0.1 if form.entity and answer == sentence.text else 0.0
-        if is_field:  # the page states what is asked, as the question words it: "<key>: <value>"
-            bonus += FIELD_BONUS
         # a sentence is about what the sentence before it names: half credit for that sentence's terms, as for
         # a running title — "One recommended regimen is paclitaxel 135 mg/m2 …" after "For patients with
         # AIDS-related KS that has failed to respond to first-line chemotherapy, there are two regimens", and
@@ -720,12 +726,23 @@ def _text(region: Region, question: str, form: QuestionForm, context: str, kind:
             answer = evidence = f"{previous} {sentence.text}"  # the answer ("Data may be missing. This makes…")
         out.append(_Candidate(answer, evidence, _band(region, sentence), region.region_id, kind,
                               _with_heading(sentence.text, context), terms_of(f"{sentence.text} {around}") | named,
-                              terms_of(sentence.text) | named, fit > 0, True, bonus, referent))
+                              terms_of(sentence.text) | named, fit > 0, True, bonus, referent,
+                              field_key=field_terms if is_field else set()))
         previous = sentence.text
     return out
 
 
 FIELD_BONUS = 0.25  # a printed field whose key the question names, over sentences that only share its words
+FACT_LINE_WORDS = 8  # a fact box's line: a field, a name, a list of codes — no sentence
+
+
+def _fact_box(text: str) -> bool:
+    """Whether a region is a fact box (a letterhead, a form's block, a "company data" panel): three lines or
+    more, each a short field or name, no running sentence."""
+    lines = [line for line in text.split("\n") if line.strip()]
+    return len(lines) >= 3 and all(len(line.split()) <= FACT_LINE_WORDS for line in lines)
+
+
 SHORT_LINE = 4  # words: a line this short ("Bicycle 12%") means what its heading says it is
 
 
