@@ -322,14 +322,14 @@ class Reader:
                 box = union([cell.box, *grid.header_boxes(r, c)])
                 named = row_hit.get(r, False) and col_hit.get(c, False) and len(rows) > 1 and len(cols) > 1 \
                     and bool(q_terms & terms_of(col_label))
+                # a row that prints no label of its own continues the row above (a second supplier, a merged
+                # label cell): the row that prints the label the question names comes first
+                continued = bool(grid.header_cols) and not any((r, k) in grid.cells for k in range(grid.header_cols))
                 # a value asked of the cell named by most of the words of both its headers (a column by its own
                 # name, its lowest header cell: a group header over several columns is printed over one): a lookup,
                 # as sure as a field's label (a header that shares one word of three with the question,
                 # "International Cargo Ton" for "international passengers", names another column; "which terminal
                 # has the most berths" asks for a row, not a cell)
-                # a row that prints no label of its own continues the row above (a second supplier, a merged
-                # label cell): the row that prints the label the question names comes first
-                continued = bool(grid.header_cols) and not any((r, k) in grid.cells for k in range(grid.header_cols))
                 looked_up = named and form.wants_value and not form.superlative \
                     and _mostly_named(_header_terms(row_label), q_terms) \
                     and _mostly_named(_header_terms(grid.col_names.get(c) or col_label), q_terms)
@@ -690,6 +690,17 @@ def _band(region: Region, sentence: spans.Sentence) -> Box:
             min(y2, y1 + (sentence.last_line + 1.25) * step))
 
 
+FIELD_BONUS = 0.25  # a printed field whose key the question names, over sentences that only share its words
+FACT_LINE_WORDS = 8  # a fact box's line: a field, a name, a list of codes — no sentence
+
+
+def _fact_box(text: str) -> bool:
+    """Whether a region is a fact box (a letterhead, a form's block, a "company data" panel): three lines or
+    more, each a short field or name, no running sentence."""
+    lines = [line for line in text.split("\n") if line.strip()]
+    return len(lines) >= 3 and all(len(line.split()) <= FACT_LINE_WORDS for line in lines)
+
+
 def _text(region: Region, question: str, form: QuestionForm, context: str, kind: str = "text",
           ignore: frozenset[str] = frozenset(), before: str = "", fields_only: bool = False) -> list[_Candidate]:
     """Candidates of a text region: each sentence, and the span of it that answers. `context`: text around
@@ -730,17 +741,6 @@ def _text(region: Region, question: str, form: QuestionForm, context: str, kind:
                               field_key=field_terms if is_field else set()))
         previous = sentence.text
     return out
-
-
-FIELD_BONUS = 0.25  # a printed field whose key the question names, over sentences that only share its words
-FACT_LINE_WORDS = 8  # a fact box's line: a field, a name, a list of codes — no sentence
-
-
-def _fact_box(text: str) -> bool:
-    """Whether a region is a fact box (a letterhead, a form's block, a "company data" panel): three lines or
-    more, each a short field or name, no running sentence."""
-    lines = [line for line in text.split("\n") if line.strip()]
-    return len(lines) >= 3 and all(len(line.split()) <= FACT_LINE_WORDS for line in lines)
 
 
 SHORT_LINE = 4  # words: a line this short ("Bicycle 12%") means what its heading says it is
