@@ -712,10 +712,12 @@ def _text(region: Region, question: str, form: QuestionForm, context: str, kind:
     previous = before
     fact_box = _fact_box(region.text)
     for sentence in spans.sentences_of(region.text):
-        answer, fit = spans.answer_span(sentence.text, question, form, ignore)
         # a printed field whose key the question names by another ending ("Location:" for "located") has it
         field_value, field_terms = spans.printed_field(sentence.text, question)
-        if fields_only and not (field_value and answer == field_value):
+        if fields_only and not field_value:
+            continue
+        answer, fit = spans.answer_span(sentence.text, question, form, ignore)
+        if fields_only and answer != field_value:
             continue
         # a field of a fact box reads with the box, as a cell with its row and column: its fields are about
         # what the box names ("COMPANY DATA / CEO zCore Group / Location: …"); a field in running text only

@@ -477,31 +477,25 @@ def printed_field(text: str, question: str) -> tuple[str, set[str]]:
             return "", set()
         key, value = text[:values[0].start], values[0].text
     value = _CITATION_MARK.sub("", value)  # "33069-62-4[27]": the reference mark is not the field's value
-    key_terms = set(content_terms(key))
-    named = {a for k in key_terms for a in asked if _same_root(k, {a})}
-    if not key_terms or not all(_same_root(k, asked) for k in key_terms) or not set(content_terms(value)) - asked:
+    names = {k: {a for a in asked if _same_root(k, a)} for k in content_terms(key)}  # key word → its words asked
+    if not names or not all(names.values()) or not set(content_terms(value)) - asked:
         return "", set()
-    return value.strip(), named
+    return value.strip(), set().union(*names.values())
 
 
 ROOT_LETTERS = 5  # "locat-ion" / "locat-ed", "manufactur-er" / "manufactur-es": one word, two endings
 
 
-def _same_root(term: str, asked: set[str]) -> bool:
-    """Whether the question names a field's key word: the word itself, or another ending of it (a form
+def _same_root(term: str, word: str) -> bool:
+    """Whether a question's word names a field's key word: the word itself, or another ending of it (a form
     prints "Location:" for "where is it located", "Manufacturer:" for "who manufactures it") — the words
     share their first ROOT_LETTERS letters and differ only in the last three of the longer."""
-    if term in asked:
+    if term == word:
         return True
-    if len(term) < ROOT_LETTERS or not term.isalpha():
+    if min(len(term), len(word)) < ROOT_LETTERS or not (term.isalpha() and word.isalpha()):
         return False
-    for word in asked:
-        if len(word) < ROOT_LETTERS or not word.isalpha():
-            continue
-        common = len(os.path.commonprefix([term, word]))
-        if common >= ROOT_LETTERS and max(len(term), len(word)) - common <= 3:
-            return True
-    return False
+    common = len(os.path.commonprefix([term, word]))
+    return common >= ROOT_LETTERS and max(len(term), len(word)) - common <= 3
 
 
 _CITATION_MARK_ANYWHERE = re.compile(r"(?<=\S)\[\d{1,3}(?:\s?[,–-]\s?\d{1,3})*\]")  # "therapy.[16]"

@@ -7,10 +7,11 @@ numbers over rows with numbers is a header row, and a left column of labels is a
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from search_engine.page_layout import Box, Label, Region, TableCell
+from search_engine.page_layout import Box, Label, Region, RegionKind, TableCell
+from vrag_rl.reader.geometry import union
 from vrag_rl.reader.rows import is_value
 from vrag_rl.reader.values import SPACE_GROUPED, number_of
 
@@ -249,10 +250,16 @@ def table_from_labels(region: Region) -> Region | None:
     n_rows, n_cols = end - start, len({c.col for c in cells})
     if n_cols < 2 or (n_cols < 3 and n_rows < 5) or n_rows < 3:
         return None
-    box = (min(c.box[0] for c in cells), min(c.box[1] for c in cells),
-           max(c.box[2] for c in cells), max(c.box[3] for c in cells))
+    return _table_of(region, "table", cells, n_rows, 1, ())
+
+
+def _table_of(source: Region, kind: RegionKind, cells: list[TableCell], n_rows: int, header_rows: int,
+              labels: Sequence[Label]) -> Region:
+    """A table region of `source`'s id and caption made of `cells` (rows 0 … n_rows - 1): its box the cells'
+    union, its text the contract's " | "-separated rows."""
     text = "\n".join(" | ".join(c.text for c in cells if c.row == r) for r in range(n_rows))
-    return Region(region.region_id, "table", box, text, region.caption, cells, 1, 0)
+    return Region(source.region_id, kind, union([c.box for c in cells]), text, source.caption, cells,
+                  header_rows, 0, list(labels))
 
 
 PANEL_SHARE = 0.7  # of a column's filled cells: words in a panel's label column, values in the column before it
@@ -297,11 +304,8 @@ def panels(region: Region) -> list[Region]:
             part = [TableCell(r - top, c - first, cells[r, c].text, cells[r, c].box, cells[r, c].is_header)
                     for r in range(top, bottom) for c in range(first, last) if (r, c) in cells]
             if part:
-                box = (min(c.box[0] for c in part), min(c.box[1] for c in part),
-                       max(c.box[2] for c in part), max(c.box[3] for c in part))
-                text = "\n".join(" | ".join(c.text for c in part if c.row == r) for r in range(bottom - top))
-                out.append(Region(region.region_id, region.kind, box, text, region.caption, part,
-                                  1 if top or region.header_rows else 0, 0, region.labels))
+                out.append(_table_of(region, region.kind, part, bottom - top, 1 if top or region.header_rows else 0,
+                                     region.labels))
     return out if len(out) > 1 else [region]
 
 

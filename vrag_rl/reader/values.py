@@ -32,9 +32,9 @@ _OTHER_MONTHS = ("janvier|f[ée]vrier|mars|avril|mai|juin|juillet|ao[uû]t|septe
                  "januari|februari|maart|mei|augustus")
 MONTH_NAMES = _MONTHS + "|" + _OTHER_MONTHS  # a regular expression's alternatives, any of the languages
 _DATE = re.compile(
-    r"(?<![\w])(?:\d{1,2}(?:st|nd|rd|th|er|\.)?\s+(?:de\s+)?(?:" + _MONTHS + "|" + _OTHER_MONTHS +
+    r"(?<![\w])(?:\d{1,2}(?:st|nd|rd|th|er|\.)?\s+(?:de\s+)?(?:" + MONTH_NAMES +
     r")\.?,?\s+(?:de\s+)?\d{4}|(?:" + _MONTHS + r")\.?\s+\d{1,2},?\s+\d{4}|"
-    r"(?:" + _MONTHS + "|" + _OTHER_MONTHS + r")\.?\s+\d{4}|\d{4}-\d{2}-\d{2}|\d{1,2}([./])\d{1,2}\1\d{4}|"
+    r"(?:" + MONTH_NAMES + r")\.?\s+\d{4}|\d{4}-\d{2}-\d{2}|\d{1,2}([./])\d{1,2}\1\d{4}|"
     r"\d{4}\s?年\s?\d{1,2}\s?月(?:\s?\d{1,2}\s?日)?|"
     r"(?-i:(?:January|February|March|April|May|June|July|August|September|October|November|December)))(?![\w])",
     re.IGNORECASE)
