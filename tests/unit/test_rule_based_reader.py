@@ -961,3 +961,41 @@ def test_a_field_in_running_text_reads_with_its_own_words_only():
                          "A deque is a list that adds and removes items at either of its two ends."))
     best = Reader(None).read("What is the definition of a deque?", slide)
     assert best is None or "queue adds" not in best.answer
+
+
+def test_an_abbreviated_header_answers_for_the_words_it_abbreviates():
+    # a data sheet heads its columns "Pax", "L/F(%)", "y.o.y(%)": the question spells them out, and none of its
+    # words is printed in the header it asks for
+    sheet = _page(_table("t", [["Month", "Pax", "L/F(%)", "y.o.y(%)"], ["Jul-2015", "702,011", "80.1", "99.2"],
+                               ["Aug-2015", "721,817", "82.5", "101.2"]], header_rows=1, header_cols=1))
+    load = Reader(None).read("What was the international passenger load factor in August 2015?", sheet)
+    assert load is not None and load.answer == "82.5"
+    growth = Reader(None).read("By how much did traffic change year over year in August 2015?", sheet)
+    assert growth is not None and growth.answer == "101.2"
+
+
+def test_abbreviations_stand_only_for_phrases_that_spell_them():
+    from vrag_rl.reader.rewrite import spelled_out
+
+    page = _page(Region("l", "text", (50, 50, 300, 70), "EPS (diluted)"),
+                 Region("m", "text", (50, 80, 300, 100), "Earnings per share"),
+                 Region("n", "text", (50, 110, 700, 130), "The HDTV prototype was built by the SE lab in 1997 "
+                                                          "for the video server, e.g. a hard drive of 9 GB."))
+    spelled = spelled_out(page, "What were the earnings per share?")
+    assert spelled.regions[0].text == "EPS(earnings-per-share) (diluted)"
+    back = spelled_out(page, "What was the EPS?")
+    assert back.regions[1].text == "Earnings per share(EPS)"
+    # running text, two letters alone, function words the abbreviation does not stand for: nothing added
+    assert spelled_out(page, "Which hard drive does the video server use, and what is its size?") is page
+    assert spelled_out(page, "Which lab was it, the school of engineering?") is page
+
+
+def test_a_sum_row_answers_a_total_question_in_another_word():
+    table = _table("t", [["구분", "판매점 수", "금액"], ["1 백만원 이하", "33,350", "76"],
+                         ["1 억원 이하", "3,650", "1,114"], ["계", "48,124", "12,789"]], header_rows=1, header_cols=1)
+    reading = Reader(None).read("금액대별 분포 표에서 판매점 수의 합계는 몇 개인가?", _page(table))
+    assert reading is not None and reading.answer == "48,124"
+    english = _table("e", [["Region", "Stores"], ["North", "120"], ["South", "80"], ["Total", "200"]],
+                     header_rows=1, header_cols=1)
+    reading = Reader(None).read("What is the sum of stores over all regions?", _page(english))
+    assert reading is not None and reading.answer == "200"
