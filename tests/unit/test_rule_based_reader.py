@@ -999,3 +999,12 @@ def test_a_sum_row_answers_a_total_question_in_another_word():
                      header_rows=1, header_cols=1)
     reading = Reader(None).read("What is the sum of stores over all regions?", _page(english))
     assert reading is not None and reading.answer == "200"
+
+
+def test_a_period_column_answers_the_period_the_question_says_in_words():
+    perf = _page(_table("t", [["股价表现(%)", "1M", "3M", "12M"], ["绝对涨幅", "7.18", "80.86", "32.88"],
+                              ["相对涨幅", "5.02", "61.30", "40.10"]], header_rows=1, header_cols=1))
+    reading = Reader(None).read("高测股份近3个月的绝对涨幅是多少？", perf)
+    assert reading is not None and reading.answer == "80.86"
+    reading = Reader(None).read("What was the absolute gain (绝对涨幅) over twelve months?", perf)
+    assert reading is not None and reading.answer == "32.88"

@@ -39,7 +39,7 @@ from vrag_rl.reader.question import (
     which_head,
 )
 from vrag_rl.reader.relevance import MIN_COVERAGE, Embedder, TermWeights, terms_of
-from vrag_rl.reader.rewrite import folded, joined, spelled_out, totals_named
+from vrag_rl.reader.rewrite import folded, joined, periods_named, spelled_out, totals_named
 from vrag_rl.reader.rows import RowValue, row_values
 from vrag_rl.reader.terms import CJK_RUN, MONTH_TERMS, content_terms, fuzzy_in
 from vrag_rl.reader.values import number_of
@@ -117,7 +117,8 @@ class Reader:
 
     def rank(self, question: str, layout: PageLayout, within: Box | None = None, context: str = "") -> list[Reading]:
         """Every candidate answer that fits the question's form, best first (supported or not)."""
-        layout = totals_named(spelled_out(joined(folded(layout)), question), question)
+        layout = joined(folded(layout))
+        layout = periods_named(totals_named(spelled_out(layout, question), question), question)
         names = " ".join(r.text for r in layout.regions if r.kind in ("heading", "header", "footer", "caption"))
         names += " " + " ".join(r.caption for r in layout.regions if r.caption)
         form = question_form(question, names)

@@ -1,8 +1,8 @@
 """Rewrites of a page layout before the reader reads it (`reader.Reader.rank`): the same page, its text
 made plain and whole — typographic ligatures written out (`folded`), a sentence that the text layer cut
 into regions of their own joined back into one region (`joined`) — and its labels said in the question's
-words where they abbreviate them (`spelled_out`) or name a sum in another word (`totals_named`). Nothing
-here ranks or answers."""
+words where they abbreviate them (`spelled_out`), name a sum in another word (`totals_named`) or head a
+period the question says in words (`periods_named`). Nothing here ranks or answers."""
 from __future__ import annotations
 
 import re
@@ -232,5 +232,39 @@ def totals_named(layout: PageLayout, question: str) -> PageLayout:
         if words and words[0] in _TOTAL_LATIN and asked not in words and len(words) <= 3:
             return f"{text.rstrip()}({asked})"
         return text
+
+    return _rewritten(layout, name)
+
+
+# A period as a question says it ("3个月", "3 months", "three months", "6개월", "1年") and as a finance table heads a
+# column with it ("3M", "6M", "1Y", "12m")
+_NUMBER_WORDS = {w: i for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve".split())}
+_PERIOD_ASKED = re.compile(r"(\d{1,2}|" + "|".join(_NUMBER_WORDS) + r")\s*(?:(个月|個月|ヶ月|か月|カ月|개월|months?)|"
+                           r"(年|년|years?)|(周|週|주|weeks?)|(天|日|일|days?))(?![a-z])", re.I)
+_PERIOD_LABEL = re.compile(r"\s*(\d{1,2})\s*([MYWD])\s*", re.I)
+
+
+def periods_named(layout: PageLayout, question: str) -> PageLayout:
+    """The layout with each label that heads a period the question names ("3M" for "近3个月" or "three
+    months") followed by the question's words for it ("3M(3个月)"), joined as `spelled_out` joins.
+
+    Why: performance and forecast tables head their columns "1M / 3M / 12M" or "1Y / 3Y"; the question says
+    the period in words, and the column it asks for then shares no term with it."""
+    asked: dict[tuple[int, str], str] = {}
+    for m in _PERIOD_ASKED.finditer(question):
+        count = m.group(1).lower()
+        number = int(count) if count.isdigit() else _NUMBER_WORDS[count]
+        unit = "MYWD"[next(i for i in range(4) if m.group(i + 2))]
+        asked.setdefault((number, unit), m.group(0).strip())
+    if not asked:
+        return layout
+
+    def name(text: str) -> str:
+        label = _PERIOD_LABEL.fullmatch(text)
+        if label is None:
+            return text
+        phrase = asked.get((int(label.group(1)), label.group(2).upper()))
+        return f"{text.strip()}({phrase.replace(' ', '-')})" if phrase else text
 
     return _rewritten(layout, name)
