@@ -36,6 +36,17 @@ SPARSE_TEXT = "--psm 11"
 # C0 control characters other than tab and newline: what PyMuPDF returns for the glyphs of a font without a
 # Unicode map (TeX math fonts in older PDFs print "\x00" for a bracket); they mean nothing to a reader
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# Unicode noncharacters (U+FDD0-FDEF, U+FFFE, U+FFFF): never text; a font's Unicode map that gives one for a
+# glyph gives it for the glyph it could not name, and PDFs that print them print them for the space between
+# words ("LG\uffffElectronics\uffffDeutschland"): glued words to BM25's tokenizer and to the embedder's, which
+# drops them
+NONCHARACTERS = re.compile("[\ufdd0-\ufdef\ufffe\uffff]")
+
+
+def clean_glyphs(text: str) -> str:
+    """A text layer's string without the codes that stand for no character: control codes dropped,
+    noncharacters read as the space they stand for (see NONCHARACTERS)."""
+    return NONCHARACTERS.sub(" ", CONTROL_CHARACTERS.sub("", text))
 _CJK_GAP = re.compile(f"(?<=[{_CJK}]) +(?=[{_CJK}])")
 
 
@@ -61,9 +72,9 @@ class OcrLine:
 
 def _normalise(text: str) -> str:
     """One space between words, none between CJK characters (tesseract puts spaces between Chinese
-    characters; they would break words apart for BM25 and the embedder), no control characters (what a PDF
-    font without a Unicode map gives for its glyphs)."""
-    return _CJK_GAP.sub("", re.sub(r"\s+", " ", CONTROL_CHARACTERS.sub("", text))).strip()
+    characters; they would break words apart for BM25 and the embedder), no control characters or
+    noncharacters (`clean_glyphs`: what a PDF font without a Unicode map gives for its glyphs)."""
+    return _CJK_GAP.sub("", re.sub(r"\s+", " ", clean_glyphs(text))).strip()
 
 
 def installed_ocr_langs() -> list[str]:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from search_engine.layout.geometry import area, inside, union
 from search_engine.layout.parts import Block, Line, Piece, Table, is_numeric
 from search_engine.page_layout import Box
+from search_engine.text_extraction import clean_glyphs
 
 if TYPE_CHECKING:  # pragma: no cover
     import pymupdf
@@ -215,7 +216,7 @@ def pdf_ruled_tables(page: pymupdf.Page, blocks: list[Block]) -> list[Table]:
                 in_cell = [w for w in words
                            if box[0] <= (w[0] + w[2]) / 2 <= box[2] and box[1] <= (w[1] + w[3]) / 2 <= box[3]]
                 in_cell.sort(key=lambda w: (w[5], w[6], w[7]))
-                cells.append((" ".join(w[4] for w in in_cell), box))
+                cells.append((" ".join(clean_glyphs(w[4]).strip() for w in in_cell), box))
             grid.append(cells)
             row_box = tuple(row.bbox)
             texts = [c for c, _ in cells if c]

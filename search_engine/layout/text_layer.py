@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from search_engine.layout.geometry import union
 from search_engine.layout.parts import Block, Line, Piece
-from search_engine.text_extraction import CONTROL_CHARACTERS
+from search_engine.text_extraction import clean_glyphs
 
 if TYPE_CHECKING:  # pragma: no cover
     import pymupdf
@@ -33,7 +33,7 @@ def pdf_blocks(page: pymupdf.Page) -> list[Block]:
         lines = []
         for raw_line in raw["lines"]:
             for span in raw_line["spans"]:  # glyphs of a font without a Unicode map come out as control codes
-                span["text"] = CONTROL_CHARACTERS.sub("", span["text"])
+                span["text"] = clean_glyphs(span["text"])
             # a span without a finite box (a broken font matrix) cannot be placed: left out, like its glyphs
             spans = [s for s in raw_line["spans"] if s["text"].strip() and all(map(math.isfinite, s["bbox"]))
                      and math.isfinite(s["size"])]

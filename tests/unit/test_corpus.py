@@ -267,6 +267,19 @@ def test_control_characters_of_unmapped_glyphs_are_dropped_from_the_text_layer()
     assert read.source == "pdf" and read.text == "x k+1 = x k - f(x) / f'(x) for the Newton step"
 
 
+def test_noncharacters_of_a_text_layer_read_as_the_spaces_they_stand_for():
+    """A font map that gives U+FFFF for the space between words glues every line into one word for BM25 and
+    for the embedder (whose tokenizer drops the code): the text layer, its layout spans and its table cells
+    read it as a space."""
+    from search_engine.text_extraction import clean_glyphs, page_reading
+
+    layer = "LG\uffffElectronics\uffffDeutschland\uffffGmbH l Berliner\ufffeStraße\ufdd093"
+    read = page_reading(layer, None, ocr=False)
+    assert read.text == "LG Electronics Deutschland GmbH l Berliner Straße 93"
+    assert clean_glyphs("Akku\uffff3000\x00 mAh") == "Akku 3000 mAh"
+    assert clean_glyphs("ein Text \ufffd bleibt") == "ein Text \ufffd bleibt"  # an unknown glyph is no space
+
+
 @pytest.mark.parametrize("name, title", [
     ("quarterly_report-p07.png", "quarterly report"),  # a page number is not part of the title
     ("annual-report-2023.pdf", "annual report 2023"),  # a year is
