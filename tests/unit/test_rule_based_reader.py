@@ -1008,3 +1008,26 @@ def test_a_period_column_answers_the_period_the_question_says_in_words():
     assert reading is not None and reading.answer == "80.86"
     reading = Reader(None).read("What was the absolute gain (绝对涨幅) over twelve months?", perf)
     assert reading is not None and reading.answer == "32.88"
+
+
+@pytest.mark.parametrize(("text", "question", "answer"), [
+    ("Noisebridge 272 Capp St San Francisco, California 94110 United States +1 650-701-7829",
+     "What street address of Noisebridge is printed on its receipt?", "272 Capp St"),
+    ("LG Electronics Deutschland GmbH l Berliner Straße 93 l D-40880 Ratingen", "Wie lautet die Adresse?",
+     "Berliner Straße 93"),
+    ("Siège : 12 rue de la Paix, 75002 Paris", "Quelle est l'adresse du siège ?", "12 rue de la Paix"),
+    ("$10 / month Jul 19 – Aug 19, 2024", "Which billing period does the $10 / month line item cover?",
+     "Jul 19 – Aug 19, 2024"),
+    ("Valid from 1 March - 30 June 2023 for members", "What is the validity period for members?",
+     "1 March - 30 June 2023"),
+])
+def test_an_address_or_a_period_answers_whole(text, question, answer):
+    # a name inside an address ("Capp St San Francisco") or one end of a period ("Aug") is no answer
+    assert answer_span(text, question, question_form(question))[0] == answer
+
+
+def test_no_address_or_period_where_the_text_prints_none():
+    from vrag_rl.reader.spans import addresses_in, periods_in
+
+    for text in ("pages 48-67 of the book", "Figure 3-1 shows the board", "Section 2 covers 30 to 40 calls"):
+        assert addresses_in(text) == [] and periods_in(text) == []

@@ -396,6 +396,41 @@ def _ranged(text: str, values: list[Value]) -> list[tuple[int, str]]:
     return sorted(out.items())
 
 
+# A period printed as its two ends: "Jul 19 – Aug 19, 2024", "1 March - 30 June 2023", "2019–2021",
+# "01/07/2024 - 31/07/2024" (each end a day and month, or a full date, or a year)
+_DAY_MONTH = r"(?:(?:" + MONTH_NAMES + r")\.?\s+\d{1,2}(?:,?\s+\d{4})?|\d{1,2}\.?\s+(?:" + MONTH_NAMES + \
+    r")\.?(?:,?\s+\d{4})?|\d{1,2}[./]\d{1,2}[./]\d{2,4}|\d{4}-\d{2}-\d{2}|(?:1[5-9]|20)\d\d)"
+_DATE_RANGE = re.compile(r"(?<![\w/.-])" + _DAY_MONTH
+                         + r"\s*(?:[-–—]|\bto\b|\buntil\b|\bbis\b|\bau\b|\bal\b|~|至|到)\s*"
+                         + _DAY_MONTH + r"(?![\w/-])", re.IGNORECASE)
+# "which billing period", "what is the validity period", "welcher Zeitraum": a span of time, printed as its ends
+_PERIOD_WORDS = re.compile(r"\bperiods?\b|\btime ?frame\b|\bzeitraum\b|\bp[ée]riode?\b|\bper[ií]odo\b|期间|期間|기간",
+                           re.IGNORECASE)
+# A street address: a number then the street's name and its kind ("272 Capp St", "1600 Pennsylvania Avenue NW"),
+# or the name and kind then the number ("Berliner Straße 93", "Keizersgracht 62"), or "12 rue de la Paix"
+_STREET_KINDS = ("st|street|ave|avenue|rd|road|blvd|boulevard|dr|drive|ln|lane|way|pl|place|ct|court|pkwy|"
+                 "parkway|hwy|highway|sq|square|ter|terrace|cres|crescent")
+_ADDRESS = re.compile(
+    r"(?<![\w-])(?:\d{1,5}[A-Za-z]?\s+(?:[A-Z][\w'.-]*\s+){1,4}(?:" + _STREET_KINDS + r")\b\.?"
+    r"(?:\s+(?:NW|NE|SW|SE|N|S|E|W)\b)?"
+    r"|(?:[A-ZÄÖÜ][\w'.-]*\s+)?[\wäöüß'.-]*(?:stra(?:ß|ss)e|str\.|weg|platz|gasse|allee|laan|straat|plein|gracht|"
+    r"kade|dijk|singel)\s+\d{1,5}[a-z]?"
+    r"|\d{1,4}(?:\s?bis)?,?\s+(?:rue|avenue|boulevard|bd|place|chemin|all[ée]e|quai|impasse|calle|avenida|via|"
+    r"viale|piazza)\s+(?:[\w'’-]+\s?){1,5})", re.IGNORECASE)
+_ADDRESS_WORDS = re.compile(r"\baddress(?:es)?\b|\badresse?\b|\bdirecci[oó]n\b|\bindirizzo\b|\bendere[cç]o\b|"
+                            r"\banschrift\b|地址|住所|주소", re.IGNORECASE)
+
+
+def periods_in(text: str) -> list[tuple[int, str]]:
+    """(start, span) of every period printed as its two ends in `text` (`_DATE_RANGE`)."""
+    return [(m.start(), m.group(0).strip()) for m in _DATE_RANGE.finditer(text)]
+
+
+def addresses_in(text: str) -> list[tuple[int, str]]:
+    """(start, span) of every street address printed in `text` (`_ADDRESS`), without a trailing comma."""
+    return [(m.start(), m.group(0).strip().rstrip(",")) for m in _ADDRESS.finditer(text)]
+
+
 def answer_span(text: str, question: str, form: QuestionForm,
                 ignore: frozenset[str] = frozenset()) -> tuple[str, int]:
     """(answer, fit): the shortest span of `text` of the kind asked and how well it fits — 2 exactly
@@ -426,6 +461,13 @@ def answer_span(text: str, question: str, form: QuestionForm,
         codes = [(m.start(), m.group(0)) for m in _CODE.finditer(text) if not _BARE_YEAR.match(m.group(0))
                  and not any(a <= m.start() < b for a, b in dates)]
         return (_nearest(text, codes, question, ignore), 2) if codes else (text, 0)
+    if not form.yes_no:
+        # "what street address": the address, not a name in it; "which billing period": both its ends
+        asked = (addresses_in if _ADDRESS_WORDS.search(question) else
+                 periods_in if _PERIOD_WORDS.search(question) else None)
+        found = asked(text) if asked is not None else []
+        if found:
+            return _nearest(text, found, question, ignore), 2
     keyed = key_value(text, question) if not (form.yes_no or form.superlative) else ""
     if keyed and not (form.entity and not re.search(r"[^\W\d_]", keyed)):  # "who/where" wants words
         return keyed, 2
