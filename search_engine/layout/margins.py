@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 from search_engine.layout.parts import NUMERIC
 from search_engine.layout.text_layer import upright
 from search_engine.page_layout import Box
+from search_engine.text_extraction import clean_glyphs
 
 if TYPE_CHECKING:  # pragma: no cover
     import pymupdf
@@ -26,8 +27,9 @@ RUNNING_BAND = 0.15  # band searched for text repeated across pages (running hea
 
 
 def running_key(text: str) -> str:
-    """What two running headers have in common across pages: case, digits (page numbers) and spacing aside."""
-    return re.sub(r"\s+", " ", _DIGITS.sub("#", text.lower())).strip()
+    """What two running headers have in common across pages: case, digits (page numbers) and spacing aside
+    (a noncharacter read as the space it stands for, as the layout reads it: `clean_glyphs`)."""
+    return re.sub(r"\s+", " ", _DIGITS.sub("#", clean_glyphs(text).lower())).strip()
 
 
 def _number_key(box: Box, page_w: float, page_h: float) -> str:

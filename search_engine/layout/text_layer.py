@@ -144,7 +144,7 @@ def document_title(doc: pymupdf.Document, max_words: int = 25) -> str:
             size = max(round(s["size"], 1) for s in spans)
             if size > best_size:
                 best_size, best = size, [s["text"].strip() for s in spans if round(s["size"], 1) == size]
-    title = re.sub(r"\s+", " ", " ".join(best)).strip()
+    title = re.sub(r"\s+", " ", clean_glyphs(" ".join(best))).strip()
     if title and len(title.split()) <= max_words and any(c.isalpha() for c in title):
         return title
     meta = re.sub(r"\s+", " ", (doc.metadata or {}).get("title") or "").strip()

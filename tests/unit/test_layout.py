@@ -33,6 +33,8 @@ def test_running_header_and_page_number_footer_are_marked(layouts):
     assert all(text == "" for r, text in zip(layouts[0].regions, region_search_texts(layouts[0]), strict=True)
                if r.kind in ("header", "footer"))
     assert running_key("Page 12") == running_key("page 3")
+    # a running header whose spaces the font maps to U+FFFF is the same header as the layout reads it
+    assert running_key("LG\uffffElectronics\uffffGmbH 2014") == running_key("LG Electronics GmbH 2015")
 
 
 def test_multi_topic_page_is_split_into_headed_paragraphs(layouts):
