@@ -1008,6 +1008,12 @@ def test_a_period_column_answers_the_period_the_question_says_in_words():
     assert reading is not None and reading.answer == "80.86"
     reading = Reader(None).read("What was the absolute gain (绝对涨幅) over twelve months?", perf)
     assert reading is not None and reading.answer == "32.88"
+    from vrag_rl.reader.rewrite import periods_named
+
+    years = _page(_table("y", [["", "24Y", "1M"], ["Revenue", "5", "6"]], header_rows=1, header_cols=1))
+    # a year's last digits ("2024年") and a word that ends like a number ("phone") name no period
+    assert periods_named(years, "2024年的营业收入是多少？") is years
+    assert periods_named(years, "What did the phone months cost?") is years
 
 
 @pytest.mark.parametrize(("text", "question", "answer"), [

@@ -236,12 +236,13 @@ def totals_named(layout: PageLayout, question: str) -> PageLayout:
     return _rewritten(layout, name)
 
 
-# A period as a question says it ("3个月", "3 months", "three months", "6개월", "1年") and as a finance table heads a
-# column with it ("3M", "6M", "1Y", "12m")
+# A period as a question says it ("3个月", "3 months", "three months", "6개월", "1年"; not the "24年" of "2024年" or
+# the "one" of "phone") and as a finance table heads a column with it ("3M", "6M", "1Y", "12m")
 _NUMBER_WORDS = {w: i for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve".split())}
-_PERIOD_ASKED = re.compile(r"(\d{1,2}|" + "|".join(_NUMBER_WORDS) + r")\s*(?:(个月|個月|ヶ月|か月|カ月|개월|months?)|"
-                           r"(年|년|years?)|(周|週|주|weeks?)|(天|日|일|days?))(?![a-z])", re.I)
+_PERIOD_ASKED = re.compile(r"(?<![0-9A-Za-z.])(\d{1,2}|" + "|".join(_NUMBER_WORDS) + r")\s*"
+                           r"(?:(个月|個月|ヶ月|か月|カ月|개월|months?)|(年|년|years?)|(周|週|주|weeks?)|(天|日|일|days?))"
+                           r"(?![a-z])", re.I)
 _PERIOD_LABEL = re.compile(r"\s*(\d{1,2})\s*([MYWD])\s*", re.I)
 
 
