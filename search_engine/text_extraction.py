@@ -47,6 +47,8 @@ def clean_glyphs(text: str) -> str:
     """A text layer's string without the codes that stand for no character: control codes dropped,
     noncharacters read as the space they stand for (see NONCHARACTERS)."""
     return NONCHARACTERS.sub(" ", CONTROL_CHARACTERS.sub("", text))
+
+
 _CJK_GAP = re.compile(f"(?<=[{_CJK}]) +(?=[{_CJK}])")
 
 

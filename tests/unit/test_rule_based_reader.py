@@ -1035,5 +1035,6 @@ def test_an_address_or_a_period_answers_whole(text, question, answer):
 def test_no_address_or_period_where_the_text_prints_none():
     from vrag_rl.reader.spans import addresses_in, periods_in
 
-    for text in ("pages 48-67 of the book", "Figure 3-1 shows the board", "Section 2 covers 30 to 40 calls"):
+    for text in ("pages 48-67 of the book", "Figure 3-1 shows the board", "Section 2 covers 30 to 40 calls",
+                 "20 people in the way of the parade"):
         assert addresses_in(text) == [] and periods_in(text) == []

@@ -411,12 +411,12 @@ _PERIOD_WORDS = re.compile(r"\bperiods?\b|\btime ?frame\b|\bzeitraum\b|\bp[ée]r
 _STREET_KINDS = ("st|street|ave|avenue|rd|road|blvd|boulevard|dr|drive|ln|lane|way|pl|place|ct|court|pkwy|"
                  "parkway|hwy|highway|sq|square|ter|terrace|cres|crescent")
 _ADDRESS = re.compile(
-    r"(?<![\w-])(?:\d{1,5}[A-Za-z]?\s+(?:[A-Z][\w'.-]*\s+){1,4}(?:" + _STREET_KINDS + r")\b\.?"
-    r"(?:\s+(?:NW|NE|SW|SE|N|S|E|W)\b)?"
-    r"|(?:[A-ZÄÖÜ][\w'.-]*\s+)?[\wäöüß'.-]*(?:stra(?:ß|ss)e|str\.|weg|platz|gasse|allee|laan|straat|plein|gracht|"
-    r"kade|dijk|singel)\s+\d{1,5}[a-z]?"
-    r"|\d{1,4}(?:\s?bis)?,?\s+(?:rue|avenue|boulevard|bd|place|chemin|all[ée]e|quai|impasse|calle|avenida|via|"
-    r"viale|piazza)\s+(?:[\w'’-]+\s?){1,5})", re.IGNORECASE)
+    r"(?<![\w-])(?:\d{1,5}[A-Za-z]?\s+(?:[A-Z][\w'.-]*\s+){1,4}(?i:" + _STREET_KINDS + r")\b\.?"
+    r"(?:\s+(?:NW|NE|SW|SE|N|S|E|W)\b)?"  # (capitals: "20 people in the way" is no address)
+    r"|(?i:(?:[A-ZÄÖÜ][\w'.-]*\s+)?[\wäöüß'.-]*(?:stra(?:ß|ss)e|str\.|weg|platz|gasse|allee|laan|straat|plein|"
+    r"gracht|kade|dijk|singel)\s+\d{1,5}[a-z]?)"
+    r"|(?i:\d{1,4}(?:\s?bis)?,?\s+(?:rue|avenue|boulevard|bd|place|chemin|all[ée]e|quai|impasse|calle|avenida|"
+    r"via|viale|piazza)\s+(?:[\w'’-]+\s?){1,5}))")
 _ADDRESS_WORDS = re.compile(r"\baddress(?:es)?\b|\badresse?\b|\bdirecci[oó]n\b|\bindirizzo\b|\bendere[cç]o\b|"
                             r"\banschrift\b|地址|住所|주소", re.IGNORECASE)
 
