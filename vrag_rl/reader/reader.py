@@ -711,7 +711,7 @@ def _text(region: Region, question: str, form: QuestionForm, context: str, kind:
     out = []
     around = f"{context} {region.caption}"
     previous = before
-    fact_box = _fact_box(region.text)
+    box_terms = terms_of(region.text) if _fact_box(region.text) else set()
     for sentence in spans.sentences_of(region.text):
         # a printed field whose key the question names by another ending ("Location:" for "located") has it
         field_value, field_terms = spans.printed_field(sentence.text, question)
@@ -724,7 +724,7 @@ def _text(region: Region, question: str, form: QuestionForm, context: str, kind:
         # what the box names ("COMPANY DATA / CEO zCore Group / Location: …"); a field in running text only
         # with its own words
         is_field = bool(field_value) and answer == field_value
-        named = field_terms | (terms_of(region.text) if fact_box else set()) if is_field else set()
+        named = field_terms | box_terms if is_field else set()
         if form.superlative and not form.wants_value:  # "which is highest": only a sentence that says so
             fit = fit if says_superlative(sentence.text, form.superlative) else 0
         bonus = 0.1 if fit == 2 else -0.1 if form.entity and answer == sentence.text else 0.0

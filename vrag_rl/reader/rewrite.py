@@ -14,21 +14,13 @@ from search_engine.page_layout import PageLayout, Region
 from vrag_rl.reader import spans
 from vrag_rl.reader.geometry import union
 from vrag_rl.reader.terms import STOPWORDS, fold, words_of
+from vrag_rl.reader.values import EN_NUMBER_WORDS
 
 
 def folded(layout: PageLayout) -> PageLayout:
     """The layout with typographic ligatures written out (`terms.fold`) in every text it holds, so that
     the page's "ﬂowering" is the question's "flowering" and an answer quotes plain letters."""
-    def has(text: str) -> bool:
-        return fold(text) != text
-
-    if not any(has(r.text) or has(r.caption) or any(has(c.text) for c in r.cells)
-               or any(has(lb.text) for lb in r.labels) for r in layout.regions):
-        return layout
-    regions = [replace(r, text=fold(r.text), caption=fold(r.caption),
-                       cells=[replace(c, text=fold(c.text)) for c in r.cells],
-                       labels=[replace(lb, text=fold(lb.text)) for lb in r.labels]) for r in layout.regions]
-    return replace(layout, regions=regions)
+    return _rewritten(layout, fold)
 
 
 _OPEN_ENDS = spans.FUNCTION_WORDS  # words a sentence does not end on
@@ -238,8 +230,7 @@ def totals_named(layout: PageLayout, question: str) -> PageLayout:
 
 # A period as a question says it ("3个月", "3 months", "three months", "6개월", "1年"; not the "24年" of "2024年" or
 # the "one" of "phone") and as a finance table heads a column with it ("3M", "6M", "1Y", "12m")
-_NUMBER_WORDS = {w: i for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve".split())}
+_NUMBER_WORDS = {w: int(n) for w, n in EN_NUMBER_WORDS.items() if n <= 12}  # a period's count, zero to twelve
 _PERIOD_ASKED = re.compile(r"(?<![0-9A-Za-z.])(\d{1,2}|" + "|".join(_NUMBER_WORDS) + r")\s*"
                            r"(?:(个月|個月|ヶ月|か月|カ月|개월|months?)|(年|년|years?)|(周|週|주|weeks?)|(天|日|일|days?))"
                            r"(?![a-z])", re.I)
