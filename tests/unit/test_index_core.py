@@ -94,21 +94,29 @@ def test_maxsim_numpy_by_hand(chunk_tokens):
     np.testing.assert_allclose(scores, [[-1.0, -1.0], [4.0, 6.0], [-2.0, -4.0]], atol=1e-6)
 
 
-@pytest.mark.parametrize("chunk_tokens", [1, 2, 262_144])
-def test_maxsim_torch_path_on_cpu_by_hand(chunk_tokens):
-    """The GPU code path (torch scatter_reduce from a -inf start), run on CPU."""
+@pytest.mark.parametrize("gpu_block_bytes", [1, 100, 1 << 30])
+def test_maxsim_torch_path_on_cpu_by_hand(gpu_block_bytes):
+    """The GPU code path (a padded gather of each page's tokens, masked with -inf, reduced with amax), run
+    on CPU; a tiny block budget slices every page on its own, a middle one slices pages of unequal length
+    together (the padding must never win a max), a large one scores all pages in one slice."""
     pytest.importorskip("torch")
     if "backend" not in inspect.signature(MaxSimScorer).parameters:
         pytest.skip("this MaxSimScorer has no backend= switch to run the torch path on CPU")
-    scorer = _scorer(chunk_tokens=chunk_tokens, backend="torch")
+    scorer = _scorer(gpu_block_bytes=gpu_block_bytes, backend="torch")
     scores = scorer.score([QUERY, QUERY2, NEGATIVE])
     np.testing.assert_allclose(scores, [[-1.0, -1.0], [4.0, 6.0], [-2.0, -4.0]], atol=1e-3)
     rng = np.random.default_rng(0)
     pages = [rng.normal(size=(n, 8)).astype(np.float16) for n in (3, 1, 7, 2)]
     queries = [rng.normal(size=(n, 8)).astype(np.float32) - 2.0 for n in (4, 1)]
     flat, counts = np.concatenate(pages), [len(p) for p in pages]
-    np.testing.assert_allclose(MaxSimScorer(flat, counts, backend="torch", chunk_tokens=3).score(queries),
+    np.testing.assert_allclose(MaxSimScorer(flat, counts, backend="torch", gpu_block_bytes=gpu_block_bytes)
+                               .score(queries),
                                MaxSimScorer(flat, counts).score(queries), rtol=1e-3, atol=1e-3)
+    # a short page scored in the same slice as a long one: its padding must not read the long page's tokens
+    long_then_short = np.array([[1, 0], [0, 1], [0, 1], [-1, 0]], np.float16)
+    scores = MaxSimScorer(long_then_short, [3, 1], backend="torch", gpu_block_bytes=1 << 30).score(
+        [np.array([[1.0, 0.0]], np.float32)])
+    np.testing.assert_allclose(scores, [[1.0, -1.0]], atol=1e-6)
 
 
 # ------------------------------------------------------------------------------------------------ atomic writes
