@@ -1038,3 +1038,22 @@ def test_no_address_or_period_where_the_text_prints_none():
     for text in ("pages 48-67 of the book", "Figure 3-1 shows the board", "Section 2 covers 30 to 40 calls",
                  "20 people in the way of the parade"):
         assert addresses_in(text) == [] and periods_in(text) == []
+
+
+def test_a_street_address_question_takes_an_address_not_a_code():
+    from vrag_rl.reader.spans import span_fits
+
+    question = "What street address of Noisebridge is printed on its receipt?"
+    form = question_form(question)
+    assert not span_fits("2721-5058", "Receipt number: 2721-5058", question, form, "table")
+    assert span_fits("272 Capp St", "Noisebridge 272 Capp St San Francisco", question, form)
+    # an e-mail or a web address is no street address: a code-like answer still fits
+    email = "To which e-mail address are corrections sent?"
+    assert span_fits("tex-live@tug.org", "Send corrections to tex-live@tug.org", email, question_form(email))
+    # "printed" says where the page puts it, not what it is about: a receipt that prints the address answers
+    page = _page(Region("r", "text", (50, 50, 500, 70), "Receipt number 2721-5058"),
+                 Region("a", "text", (50, 100, 500, 120), "Noisebridge 272 Capp St San Francisco, California"),
+                 Region("b", "text", (50, 150, 500, 170), "Bill to member@example.org"))
+    reading = Reader(None).read(question, page)
+    assert reading is not None and reading.answer == "272 Capp St"
+

@@ -161,7 +161,10 @@ def asks_axis_title(question: str) -> bool:
 # most (`relevance.TermWeights`), so counted they would make a page that answers look like one that does not.
 PHRASING_VERBS = frozenset(
     "call called calling describe described describes mention mentioned mentions stated say says said give gives "
-    "given gave list listed lists name named names refer refers referred note noted notes according".split()
+    "given gave list listed lists name named names refer refers referred note noted notes according "
+    # verbs of where the page puts it ("is printed on its receipt", "is written on the form"); not those of how
+    # a picture shows it ("drawn with open circles"): the text does not say that, and the reader should not guess
+    "print printed prints written reported".split()
 )
 
 

@@ -421,6 +421,15 @@ _ADDRESS_WORDS = re.compile(r"\baddress(?:es)?\b|\badresse?\b|\bdirecci[oó]n\b|
                             r"\banschrift\b|地址|住所|주소", re.IGNORECASE)
 
 
+_OTHER_ADDRESS = re.compile(r"\b(?:e-?mail|web|ip|mac|url|internet|mailing list)\s+address", re.IGNORECASE)
+
+
+def _asks_street_address(question: str) -> bool:
+    """Whether the question asks for a place's address ("what address", "welche Anschrift"), not an e-mail, web
+    or network one."""
+    return bool(_ADDRESS_WORDS.search(question)) and not _OTHER_ADDRESS.search(question) and "@" not in question
+
+
 def periods_in(text: str) -> list[tuple[int, str]]:
     """(start, span) of every period printed as its two ends in `text` (`_DATE_RANGE`)."""
     return [(m.start(), m.group(0).strip()) for m in _DATE_RANGE.finditer(text)]
@@ -463,7 +472,7 @@ def answer_span(text: str, question: str, form: QuestionForm,
         return (_nearest(text, codes, question, ignore), 2) if codes else (text, 0)
     if not form.yes_no:
         # "what street address": the address, not a name in it; "which billing period": both its ends
-        asked = (addresses_in if _ADDRESS_WORDS.search(question) else
+        asked = (addresses_in if _asks_street_address(question) else
                  periods_in if _PERIOD_WORDS.search(question) else None)
         found = asked(text) if asked is not None else []
         if found:
@@ -625,6 +634,8 @@ def span_fits(answer: str, evidence: str, question: str, form: QuestionForm, kin
         # evidence prints what it identifies ("Invoice number | 87B37C9-0152"), not another number of the page
         return bool(re.search(r"\d", text)) and len(text.split()) <= IDENTIFIER_MAX_WORDS \
             and not _cut_from_token(text, evidence) and fuzzy_in(form.identifier, set(content_terms(evidence)))
+    if _asks_street_address(question) and not addresses_in(text) and not re.search(r"[^\W\d_]{3}", text):
+        return False  # "what street address": a number or a code alone is not one ("Receipt number 2721-5058")
     values = values_in(text)
     if form.time:
         return (any(v.is_year or v.is_date for v in values) or bool(re.search(r"\d{4}", text))) and (
