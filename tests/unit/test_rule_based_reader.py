@@ -1057,3 +1057,18 @@ def test_a_street_address_question_takes_an_address_not_a_code():
     reading = Reader(None).read(question, page)
     assert reading is not None and reading.answer == "272 Capp St"
 
+
+
+@pytest.mark.parametrize(("text", "question", "answer"), [
+    ("LuaTeX: Lua 5.3.6 を使うようになりました。", "Lua インタプリタのバージョンはいくつになりましたか？", "5.3.6"),
+    ("MacTeX requires macOS 10.14 or later (Mojave, Catalina).", "What macOS version does MacTeX require?", "10.14"),
+    ("Released on 12.03.2021 as v2.1 of the tool.", "Which version of the tool was released?", "v2.1"),
+])
+def test_a_version_answers_whole(text, question, answer):
+    # a decimal cut out of a release's number ("5.3" of "5.3.6") is no answer, a date is no version
+    assert answer_span(text, question, question_form(question))[0] == answer
+
+
+def test_a_dotted_number_is_no_amount():
+    assert [v.text for v in values_in("Lua 5.3.6, section 3.4.2, 12.5 kg on 29.11.2026")] == ["12.5 kg",
+                                                                                              "29.11.2026"]

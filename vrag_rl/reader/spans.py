@@ -421,6 +421,24 @@ _ADDRESS_WORDS = re.compile(r"\baddress(?:es)?\b|\badresse?\b|\bdirecci[oó]n\b|
                             r"\banschrift\b|地址|住所|주소", re.IGNORECASE)
 
 
+# "which version", "qué versión", バージョン, 版本: a release printed as its dotted number ("5.3.6", "v2.1", "10.14")
+_VERSION_WORDS = re.compile(r"\bversions?\b|\bversi[oó]n(?:es)?\b|\bversione\b|\bvers[aã]o\b|\brelease\b|"
+                            r"バージョン|版本|버전", re.IGNORECASE)
+_VERSION = re.compile(r"(?<![\w.])[vV]?\d{1,4}(?:\.\d{1,4}){1,3}[a-z]?(?![\w.]*\d)")
+
+
+def asks_version(question: str) -> bool:
+    """Whether the question asks which version or release of something."""
+    return bool(_VERSION_WORDS.search(question))
+
+
+def versions_in(text: str) -> list[tuple[int, str]]:
+    """(start, span) of every dotted version number in `text` ("Lua 5.3.6" → "5.3.6"); a date is none."""
+    dates = [(v.start, v.start + len(v.text)) for v in values_in(text) if v.is_date]
+    return [(m.start(), m.group(0)) for m in _VERSION.finditer(text)
+            if not any(a <= m.start() < b for a, b in dates)]
+
+
 _OTHER_ADDRESS = re.compile(r"\b(?:e-?mail|web|ip|mac|url|internet|mailing list)\s+address", re.IGNORECASE)
 
 
@@ -445,6 +463,10 @@ def answer_span(text: str, question: str, form: QuestionForm,
     """(answer, fit): the shortest span of `text` of the kind asked and how well it fits — 2 exactly
     the kind asked, 1 compatible (or the whole text, when no span of a kind is asked), 0 none (a
     question that wants a value, a text holding none: the text itself is returned)."""
+    if asks_version(question) and not form.yes_no and not form.time:
+        versions = versions_in(text)
+        if versions:  # "which Lua version": the release's number whole, not a decimal cut out of it
+            return _nearest(text, versions, question, ignore), 2
     if form.wants_value:
         values, exact = wanted_values(text, question, form)
         if values:
@@ -634,6 +656,8 @@ def span_fits(answer: str, evidence: str, question: str, form: QuestionForm, kin
         # evidence prints what it identifies ("Invoice number | 87B37C9-0152"), not another number of the page
         return bool(re.search(r"\d", text)) and len(text.split()) <= IDENTIFIER_MAX_WORDS \
             and not _cut_from_token(text, evidence) and fuzzy_in(form.identifier, set(content_terms(evidence)))
+    if asks_version(question) and not form.time and versions_in(text):
+        return True  # a release's number, whatever else the question's form asks ("いくつ")
     if _asks_street_address(question) and not addresses_in(text) and not re.search(r"[^\W\d_]{3}", text):
         return False  # "what street address": a number or a code alone is not one ("Receipt number 2721-5058")
     values = values_in(text)

@@ -18,7 +18,8 @@ _UNITS = ("[kmgt]?hz|[kmg]?bit/s|[kmg]b/s|[kmg]?bps|vdc|vac|[mk]?v|amps?|ma|ohms
           "yuan|yen|years?|months?|weeks?|days?|hours?|minutes?|seconds?|people|persons?|x|times|points?|元|万|亿|"
           "千|百|个|人|年|月|日|天|次|台|家|倍|米|公里|千米|吨")
 _VALUE = re.compile(
-    r"(?<![A-Za-z0-9_.])(?P<value>(?:[$€£¥]\s?)?[-+\u2212]?\d[\d,]*(?:\.\d+)?(?:\s?(?:" + _UNITS + r")(?![a-z]))*)",
+    r"(?<![A-Za-z0-9_.])(?P<value>(?:[$€£¥]\s?)?[-+\u2212]?\d[\d,]*(?:\.\d+)?(?!\.\d)"  # not "5.3" of "5.3.6"
+    r"(?:\s?(?:" + _UNITS + r")(?![a-z]))*)",
     re.IGNORECASE)
 _MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|december|"
            "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
@@ -76,7 +77,8 @@ SPACE_GROUPED = re.compile(rf"[-+\u2212]?{GROUPED_DIGITS}")
 def values_in(text: str) -> list[Value]:
     """Every number in the text with its currency, scale and unit ("$341 million", "410 MW", "12%"),
     and every date ("14 February 2024"), in text order; a number inside a date or a caption's
-    reference label ("Figure 2:") is not one. A text that is one number grouped by spaces ("1 422") is
+    reference label ("Figure 2:") is not one, nor a dotted version or section number ("5.3.6", "3.4.2": no
+    part of it is an amount). A text that is one number grouped by spaces ("1 422") is
     that number."""
     if SPACE_GROUPED.fullmatch(text.strip()):
         grouped = text.strip()
