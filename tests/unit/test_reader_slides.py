@@ -422,3 +422,23 @@ def test_the_embedder_cache_never_loses_a_vector_it_just_looked_up():
     embedder.cosines("q", ["a"])  # cache: q, a
     assert embedder.cosines("q2", ["q"]).shape == (1,)  # q cached; inserting q2 used to evict it first
     assert model.calls == [["q", "a"], ["q2"]]  # the cached vector was used, not recomputed
+
+
+def test_a_lead_in_set_in_by_its_paragraph_indent_heads_the_line_below():
+    from vrag_rl.reader.reader import _outline_parents
+
+    # a one-line paragraph set in by its first-line indent (about an em), its command at the margin
+    lead_in = "TeX Live をアンインストールには，以下のコマンドを実行します："
+    regions = [Region("a", "text", (146, 572, 980, 596), lead_in),
+               Region("b", "text", (137, 622, 366, 638), "> tlmgr uninstall --all")]
+    assert _outline_parents(regions) == {"b": [lead_in]}
+    # further left than an indent: a block of its own
+    regions[1] = Region("b", "text", (90, 622, 366, 638), "> tlmgr uninstall --all")
+    assert _outline_parents(regions) == {}
+
+
+def test_a_lead_in_is_no_answer_what_it_heads_is():
+    page = _page(Region("h", "heading", (137, 524, 356, 547), "3.6 Uninstalling"),
+                 Region("a", "text", (146, 572, 980, 596), "To uninstall TeX Live, run the following command:"),
+                 Region("b", "text", (137, 622, 366, 638), "tlmgr uninstall --all"))
+    assert _read("Which command uninstalls TeX Live?", page) == "tlmgr uninstall --all"

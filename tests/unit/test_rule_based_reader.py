@@ -445,6 +445,14 @@ def test_a_line_plots_x_title_lies_under_its_second_axis(with_caption):
     assert chart.title.text == "Fuel savings by speed"
 
 
+@pytest.mark.parametrize("question", ["Which drive cycle shows the largest fuel savings by speed?",
+                                      "Which cycle has the most savings at the maximum speed?"])
+def test_an_axis_title_answers_no_which_question(question):
+    # "Maximum speed (mph)" says what the x axis measures: it is no category, whatever words it shares
+    for reading in Reader(None).rank(question, _page(_line_plot(with_caption=True))):
+        assert "Maximum speed" not in reading.answer and reading.answer != "Maximum", reading
+
+
 def test_an_axis_title_question_is_answered_by_the_axis_title_only():
     page = _page(_line_plot(with_caption=True))
     reader = Reader(None)

@@ -142,6 +142,8 @@ class Reader:
         all_regions = list(layout.regions) + tables.stacked_tables(layout.regions)
         regions = [r for r in all_regions if within is None or intersects(r.box, within)]
         parents = _outline_parents(layout.regions)
+        lead_ins = {text.strip() for texts in parents.values() for text in texts
+                    if text.rstrip()[-1:] in _LEAD_IN_END}
         position = lists.ordinal(question)
         if position is not None:  # a position in a list: only a list's item answers, or nothing
             candidates = _list_items(position, layout.regions, parents)
@@ -182,6 +184,8 @@ class Reader:
                 return False  # only the question's own words (a title): it cannot hold an answer
             if candidate.kind == "text" and not _WORD.search(candidate.evidence):
                 return False  # a number printed alone says nothing of what it counts: its row says (`rows`)
+            if candidate.evidence.strip() in lead_ins:
+                return False  # "run the following command:" announces the answer; the lines it heads hold it
             # a list that only names what is asked about among others says nothing of it
             return not (candidate.answer == candidate.evidence and _names_one_item(candidate.answer, all_terms))
 
@@ -590,7 +594,9 @@ def _outline_ends(parent: Region, parent_lead_in: bool, region: Region, lead_in:
     # centred: set in from the left as far as from the right (a full-width item indented by an em is not)
     centred = abs((x1 - px1) - (px2 - x2)) < tol and abs(px1 - x1) >= tol
     if parent_lead_in and not lead_in:
-        return x1 < px1 - tol or centred
+        # what a lead-in introduces may start left of it by a paragraph's first-line indent (about an em: a
+        # one-line "run the following command:" set in, its command at the margin), not further
+        return x1 < px1 - 3 * tol or centred
     # an item heads what is indented under it when it is a label, a phrase or one line; a paragraph of
     # several lines that ends its sentence is complete, and what is set in under it is a block of its own
     # (a quotation, an example)
@@ -799,7 +805,11 @@ def _figure(region: Region, question: str, form: QuestionForm, context: str,
         # a lone number among labels with boxes is a tick or a bar's value no category claimed, and a category
         # of a recognised chart is structure (answered by its value or its extreme): neither answers alone
         structure = {id(lb) for lb in chart.categories} if chart.value_axis else set()  # a diagram's row of words
-        # without a value axis is labels, not a chart's categories
+        # without a value axis is labels, not a chart's categories; an axis' title says what the axis measures
+        # ("Maximum Eliminated Speed (mph)"), never which category: it answers only when asked (`_chart_parts`)
+        # (a chart's: a diagram's label that sits where an axis title would is a label like any other)
+        if chart.value_axis:
+            structure |= {id(lb) for lb in (chart.x_title, chart.y_title) if lb is not None}
         lines = "\n".join(lb.text for lb in region.labels if charts.number(lb) is None and id(lb) not in structure) \
             if region.labels else region.text
         out += _text(Region(region.region_id, "text", region.box, lines), question, form,
