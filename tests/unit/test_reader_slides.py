@@ -442,3 +442,7 @@ def test_a_lead_in_is_no_answer_what_it_heads_is():
                  Region("a", "text", (146, 572, 980, 596), "To uninstall TeX Live, run the following command:"),
                  Region("b", "text", (137, 622, 366, 638), "tlmgr uninstall --all"))
     assert _read("Which command uninstalls TeX Live?", page) == "tlmgr uninstall --all"
+    # a lead-in that says the answer itself answers
+    page = _page(Region("a", "text", (45, 118, 735, 137), "Prosper offers seven transitions:"),
+                 Region("b", "text", (95, 165, 557, 189), "Replace, Split, Blinds, Box, Wipe, Dissolve, Glitter"))
+    assert _read("How many transitions does Prosper offer?", page) == "7"

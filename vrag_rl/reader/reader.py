@@ -143,7 +143,7 @@ class Reader:
         regions = [r for r in all_regions if within is None or intersects(r.box, within)]
         parents = _outline_parents(layout.regions)
         lead_ins = {text.strip() for texts in parents.values() for text in texts
-                    if text.rstrip()[-1:] in _LEAD_IN_END}
+                    if text.rstrip()[-1:] in _LEAD_IN_END and _POINTS_AHEAD.search(text)}
         position = lists.ordinal(question)
         if position is not None:  # a position in a list: only a list's item answers, or nothing
             candidates = _list_items(position, layout.regions, parents)
@@ -185,7 +185,7 @@ class Reader:
             if candidate.kind == "text" and not _WORD.search(candidate.evidence):
                 return False  # a number printed alone says nothing of what it counts: its row says (`rows`)
             if candidate.evidence.strip() in lead_ins:
-                return False  # "run the following command:" announces the answer; the lines it heads hold it
+                return False  # "run the following command:" points at the answer; the lines it heads hold it
             # a list that only names what is asked about among others says nothing of it
             return not (candidate.answer == candidate.evidence and _names_one_item(candidate.answer, all_terms))
 
@@ -576,6 +576,11 @@ def _cover(layout: PageLayout) -> list[Region]:
 
 
 _LEAD_IN_END = ":："
+# A lead-in that points at what follows instead of saying it ("run the following command:", 以下のコマンド, 如下):
+# the lines it heads hold the answer. Other lead-ins often state it ("Prosper offers seven transitions:").
+_POINTS_AHEAD = re.compile(r"\b(?:following|below|as follows)\b|以下|下列|如下|下面|\bfolgenden?\b|\bnachstehend|"
+                           r"\bsuivante?s?\b|ci-dessous|\bsiguientes?\b|a continuaci[oó]n|\bvolgende\b|hieronder|"
+                           r"\bseguintes?\b|\bseguenti\b|다음", re.IGNORECASE)
 _SENTENCE_STOP = ".。!！?？"
 
 
