@@ -419,6 +419,13 @@ _ADDRESS = re.compile(
     r"via|viale|piazza)\s+(?:[\w'’-]+\s?){1,5}))")
 _ADDRESS_WORDS = re.compile(r"\baddress(?:es)?\b|\badresse?\b|\bdirecci[oó]n\b|\bindirizzo\b|\bendere[cç]o\b|"
                             r"\banschrift\b|地址|住所|주소", re.IGNORECASE)
+_OTHER_ADDRESS = re.compile(r"\b(?:e-?mail|web|ip|mac|url|internet|mailing list)\s+address", re.IGNORECASE)
+
+
+def _asks_street_address(question: str) -> bool:
+    """Whether the question asks for a place's address ("what address", "welche Anschrift"), not an e-mail, web
+    or network one."""
+    return bool(_ADDRESS_WORDS.search(question)) and not _OTHER_ADDRESS.search(question) and "@" not in question
 
 
 # "which version", "qué versión", バージョン, 版本: a release printed as its dotted number ("5.3.6", "v2.1", "10.14")
@@ -434,18 +441,14 @@ def asks_version(question: str) -> bool:
 
 def versions_in(text: str) -> list[tuple[int, str]]:
     """(start, span) of every dotted version number in `text` ("Lua 5.3.6" → "5.3.6"); a date is none."""
-    dates = [(v.start, v.start + len(v.text)) for v in values_in(text) if v.is_date]
+    dates = _date_spans(text)
     return [(m.start(), m.group(0)) for m in _VERSION.finditer(text)
             if not any(a <= m.start() < b for a, b in dates)]
 
 
-_OTHER_ADDRESS = re.compile(r"\b(?:e-?mail|web|ip|mac|url|internet|mailing list)\s+address", re.IGNORECASE)
-
-
-def _asks_street_address(question: str) -> bool:
-    """Whether the question asks for a place's address ("what address", "welche Anschrift"), not an e-mail, web
-    or network one."""
-    return bool(_ADDRESS_WORDS.search(question)) and not _OTHER_ADDRESS.search(question) and "@" not in question
+def _date_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every date printed in `text`: a code or a version inside one is neither."""
+    return [(v.start, v.start + len(v.text)) for v in values_in(text) if v.is_date]
 
 
 def periods_in(text: str) -> list[tuple[int, str]]:
@@ -488,7 +491,7 @@ def answer_span(text: str, question: str, form: QuestionForm,
         keyed = key_value(text, question)
         if keyed:
             return keyed, 2
-        dates = [(v.start, v.start + len(v.text)) for v in values_in(text) if v.is_date]
+        dates = _date_spans(text)
         codes = [(m.start(), m.group(0)) for m in _CODE.finditer(text) if not _BARE_YEAR.match(m.group(0))
                  and not any(a <= m.start() < b for a, b in dates)]
         return (_nearest(text, codes, question, ignore), 2) if codes else (text, 0)
