@@ -446,3 +446,29 @@ def test_a_lead_in_is_no_answer_what_it_heads_is():
     page = _page(Region("a", "text", (45, 118, 735, 137), "Prosper offers seven transitions:"),
                  Region("b", "text", (95, 165, 557, 189), "Replace, Split, Blinds, Box, Wipe, Dissolve, Glitter"))
     assert _read("How many transitions does Prosper offer?", page) == "7"
+
+
+def test_a_label_over_its_value_is_a_field_the_label_alone_no_answer():
+    # a title page's field on two lines: the label ends on a colon, its value is the line below
+    question = "Wie heeft de Engelse versie naar het Nederlands vertaald?"
+    page = _page(Region("t", "heading", (458, 441, 906, 557), "De niet zo korte inleiding tot LaTeX"),
+                 Region("a", "text", (717, 802, 906, 822), "door Tobias Oetiker"),
+                 Region("b", "text", (407, 900, 906, 920), "Vertaling van de Engelse versie naar het Nederlands:"),
+                 Region("c", "text", (522, 942, 906, 962), "Stefan Becuwe, Bart Windels en anderen"),
+                 Region("d", "text", (719, 998, 906, 1019), "Versie 1.3, april 2003"))
+    reading = Reader(None).read(question, page)
+    assert reading is not None and reading.answer.startswith("Stefan Becuwe") and reading.coverage == 1.0
+    # the label's words named by the question, but no line below it: the label itself answers nothing
+    page = _page(*[r for r in page.regions if r.region_id != "c"])
+    assert _read(question, page) != "Vertaling van de Engelse versie naar het Nederlands:"
+
+
+def test_a_label_names_its_value_only_where_the_question_names_most_of_it():
+    from vrag_rl.reader.spans import labelled_value
+
+    assert labelled_value("Vertaling van de Engelse versie naar het Nederlands:", "Stefan Becuwe",
+                          "Wie heeft de Engelse versie naar het Nederlands vertaald?")[0] == "Stefan Becuwe"
+    assert labelled_value("Shipping address of the consignee:", "12 Harbour Road",
+                          "Who translated the English version?") == ("", set())
+    # a value that only repeats the question says nothing
+    assert labelled_value("Translated by:", "English version", "Who translated the English version?") == ("", set())

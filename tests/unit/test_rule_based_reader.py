@@ -1077,6 +1077,20 @@ def test_a_version_answers_whole(text, question, answer):
     assert answer_span(text, question, question_form(question))[0] == answer
 
 
+@pytest.mark.parametrize(("question", "asks"), [
+    ("¿Qué versión de Lua incluye LuaTeX?", True),
+    ("What is the minimum version of Windows supported?", True),
+    ("LuaTeX 包含哪个版本的 Lua？", True),
+    ("Welche Version von Lua enthält LuaTeX?", True),
+    ("Who translated the English version into Dutch?", False),  # a version named, a name asked
+    ("英文版本是谁翻译的？", False),
+])
+def test_a_version_is_asked_only_where_the_question_asks_for_it(question, asks):
+    from vrag_rl.reader.spans import asks_version
+
+    assert asks_version(question) is asks
+
+
 def test_a_dotted_number_is_no_amount():
     assert [v.text for v in values_in("Lua 5.3.6, section 3.4.2, 12.5 kg on 29.11.2026")] == ["12.5 kg",
                                                                                               "29.11.2026"]

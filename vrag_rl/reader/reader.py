@@ -186,6 +186,8 @@ class Reader:
                 return False  # a number printed alone says nothing of what it counts: its row says (`rows`)
             if candidate.evidence.strip() in lead_ins:
                 return False  # "run the following command:" points at the answer; the lines it heads hold it
+            if candidate.answer == candidate.evidence and candidate.evidence.rstrip()[-1:] in _LEAD_IN_END:
+                return False  # a whole line ending in a colon is a label ("Translated by:"): what follows answers
             # a list that only names what is asked about among others says nothing of it
             return not (candidate.answer == candidate.evidence and _names_one_item(candidate.answer, all_terms))
 
@@ -227,6 +229,7 @@ class Reader:
         lines it hangs from (`parents`, `_outline_parents`)."""
         candidates: list[_Candidate] = []
         heading = ""
+        labels = _labelled_lines(regions)
         for region in regions:
             if region.kind == "heading":
                 heading = region.text
@@ -248,7 +251,8 @@ class Reader:
                 if drawn is not None:
                     candidates += self._table(drawn, question, form, around, ignore)
             else:
-                candidates += _text(region, question, form, around, ignore=ignore, before=above[-1] if above else "")
+                candidates += _text(region, question, form, around, ignore=ignore, before=above[-1] if above else "",
+                                    label=labels.get(region.region_id, ""))
         return candidates
 
     def _table(self, region: Region, question: str, form: QuestionForm, context: str,
@@ -578,7 +582,7 @@ def _cover(layout: PageLayout) -> list[Region]:
 _LEAD_IN_END = ":："
 # A lead-in that points at what follows instead of saying it ("run the following command:", 以下のコマンド, 如下):
 # the lines it heads hold the answer. Other lead-ins often state it ("Prosper offers seven transitions:").
-_POINTS_AHEAD = re.compile(r"\b(?:following|below|as follows)\b|以下|下列|如下|下面|\bfolgenden?\b|\bnachstehend|"
+_POINTS_AHEAD = re.compile(r"\b(?:following|below|as follows)\b|以下|下列|如下|下面|\bfolgende[nmrs]?\b|\bnachstehend|"
                            r"\bsuivante?s?\b|ci-dessous|\bsiguientes?\b|a continuaci[oó]n|\bvolgende\b|hieronder|"
                            r"\bseguintes?\b|\bseguenti\b|다음", re.IGNORECASE)
 _SENTENCE_STOP = ".。!！?？"
@@ -637,6 +641,21 @@ def _outline_parents(regions: list[Region]) -> dict[str, list[str]]:
         if stack:
             out[region.region_id] = [sentences[-1].text for p, _ in stack if (sentences := spans.sentences_of(p.text))]
         stack.append((region, lead_in))
+    return out
+
+
+def _labelled_lines(regions: list[Region]) -> dict[str, str]:
+    """For each text region printed on the line right below a one-line label ending on a colon
+    ("Translated into Dutch by:" over "Stefan Becuwe, Bart Windels"), that label: a field whose key and value
+    sit on two lines, as a cover or a title page sets them. By position only: the label is one line (a
+    paragraph's lead-in is `_outline_parents`' work), the value starts at most two lines below it."""
+    line = _line_height(regions)
+    out: dict[str, str] = {}
+    texts = [r for r in regions if r.kind in ("text", "list") and r.text.strip()]
+    for above, below in zip(texts, texts[1:]):
+        one_line = "\n" not in above.text.strip() and above.box[3] - above.box[1] <= 1.5 * line
+        if one_line and above.text.rstrip()[-1:] in _LEAD_IN_END and 0 <= below.box[1] - above.box[3] <= 2 * line:
+            out[below.region_id] = above.text.strip()
     return out
 
 
@@ -714,18 +733,24 @@ def _fact_box(text: str) -> bool:
 
 
 def _text(region: Region, question: str, form: QuestionForm, context: str, kind: str = "text",
-          ignore: frozenset[str] = frozenset(), before: str = "", fields_only: bool = False) -> list[_Candidate]:
+          ignore: frozenset[str] = frozenset(), before: str = "", fields_only: bool = False,
+          label: str = "") -> list[_Candidate]:
     """Candidates of a text region: each sentence, and the span of it that answers. `context`: text around
     the region (its heading, the lines it hangs from) whose terms count as the sentence's own; `before`: the
     sentence the region follows from (the item it is indented under), which a pronoun opening it refers to;
+    `label`: the line above that labels it ("Translated by:"), its first line's key as a field's;
     `fields_only`: only printed fields the question names ("SAM UEI: FJ58…" in a page's footer)."""
     out = []
     around = f"{context} {region.caption}"
     previous = before
     box_terms = terms_of(region.text) if _fact_box(region.text) else set()
-    for sentence in spans.sentences_of(region.text):
-        # a printed field whose key the question names by another ending ("Location:" for "located") has it
+    label = label or (before.strip() if before.rstrip()[-1:] in _LEAD_IN_END else "")
+    for index, sentence in enumerate(spans.sentences_of(region.text)):
+        # a printed field whose key the question names by another ending ("Location:" for "located") has it;
+        # so does the line a label heads ("Translated by:" over the translators' names)
         field_value, field_terms = spans.printed_field(sentence.text, question)
+        if not field_value and label and index == 0:
+            field_value, field_terms = spans.labelled_value(label, sentence.text, question)
         if fields_only and not field_value:
             continue
         answer, fit = spans.answer_span(sentence.text, question, form, ignore)

@@ -428,9 +428,17 @@ def _asks_street_address(question: str) -> bool:
     return bool(_ADDRESS_WORDS.search(question)) and not _OTHER_ADDRESS.search(question) and "@" not in question
 
 
-# "which version", "qué versión", バージョン, 版本: a release printed as its dotted number ("5.3.6", "v2.1", "10.14")
-_VERSION_WORDS = re.compile(r"\bversions?\b|\bversi[oó]n(?:es)?\b|\bversione\b|\bvers[aã]o\b|\brelease\b|"
-                            r"バージョン|版本|버전", re.IGNORECASE)
+# "which version", "qué versión", どのバージョン, 哪个版本: a release printed as its dotted number ("5.3.6", "v2.1",
+# "10.14"). The version must be what is asked (an interrogative or "minimum" before it, a CJK question word
+# with it): "who translated the English version" asks a name.
+_VERSION_NOUN = r"(?:versions?|versi[oó]n(?:es)?|versione|vers[aã]o|releases?)\b"
+_VERSION_WORDS = re.compile(
+    r"\b(?:which|what|welche[mnrs]?|quel(?:le)?s?|qu[eé]|cu[aá]l(?:es)?|quale|welke)\s+(?:[\w.-]+\s+){0,2}?"
+    + _VERSION_NOUN + r"|\b(?:minimum|minimal|latest|current|required|oldest|newest|m[ií]nim[ao]|mindestens|"
+    r"erforderliche)\s+(?:[\w.-]+\s+)?" + _VERSION_NOUN
+    + r"|(?:どの|何|哪|什么|多少|어떤|무슨|몇)[^?？]{0,6}(?:バージョン|版本|버전)"
+    r"|(?:バージョン|版本|버전)[^?？]{0,6}(?:何|いくつ|哪|什么|多少|几|어떤|무엇|몇)",
+    re.IGNORECASE)
 _VERSION = re.compile(r"(?<![\w.])[vV]?\d{1,4}(?:\.\d{1,4}){1,3}[a-z]?(?![\w.]*\d)")
 
 
@@ -557,6 +565,23 @@ def printed_field(text: str, question: str) -> tuple[str, set[str]]:
     if not names or not all(names.values()) or not set(content_terms(value)) - asked:
         return "", set()
     return value.strip(), set().union(*names.values())
+
+
+def labelled_value(label: str, line: str, question: str) -> tuple[str, set[str]]:
+    """(value, the question's terms the label names) of a field printed on two lines, its label ending on a
+    colon above its value ("Translated into Dutch by:" over "Stefan Becuwe, Bart Windels"); ("", set())
+    unless the question names most of the label's words. Most, not all as on one line (`printed_field`): the
+    label sits on a line of its own, set apart as a key, and a question words it in its own forms
+    ("vertaald" for "Vertaling"). The value must say something the question does not."""
+    key = label.rstrip().rstrip(":：").strip()
+    asked = set(content_terms(question))
+    names = {k: {a for a in asked if _same_root(k, a) or (len(os.path.commonprefix([k, a])) >= ROOT_LETTERS)}
+             for k in content_terms(key)}
+    named = [k for k, words in names.items() if words]
+    value = _CITATION_MARK.sub("", line).strip()
+    if not names or 2 * len(named) <= len(names) or not set(content_terms(value)) - asked:
+        return "", set()
+    return value, set().union(*names.values())
 
 
 ROOT_LETTERS = 5  # "locat-ion" / "locat-ed", "manufactur-er" / "manufactur-es": one word, two endings
