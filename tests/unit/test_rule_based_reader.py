@@ -1094,3 +1094,14 @@ def test_a_version_is_asked_only_where_the_question_asks_for_it(question, asks):
 def test_a_dotted_number_is_no_amount():
     assert [v.text for v in values_in("Lua 5.3.6, section 3.4.2, 12.5 kg on 29.11.2026")] == ["12.5 kg",
                                                                                               "29.11.2026"]
+
+
+def test_a_header_abbreviation_names_the_word_a_question_spells_out():
+    from vrag_rl.reader.terms import content_terms
+
+    assert content_terms("Pax Qty Intl Amt") == content_terms("passengers quantity international amount")
+    table = _table("t", [["Route", "Pax", "Cargo Ton"],
+                         ["Americas", "145,210", "9,104"],
+                         ["Southeast Asia", "276,197", "12,330"]], header_rows=1, header_cols=1)
+    reading = Reader(None).read("How many passengers flew on Southeast Asia routes?", _page(table))
+    assert reading is not None and reading.answer == "276,197"

@@ -49,13 +49,26 @@ def word_spans(text: str) -> list[tuple[int, int, str]]:
 _MONTHS = {m: m[:3] for m in "january february march april june july august september october november "
            "december".split()} | {"sept": "sep"}
 MONTH_TERMS = frozenset(_MONTHS.values())  # a month as `content_terms` gives it, named in full or abbreviated
+# The abbreviations a table's header or a form's label prints for a word a question spells out ("Pax" for
+# passengers, "Qty" for quantity, "Intl" for international), each one word with one meaning in any trade.
+# By hand: the published lists are of one trade (aviation, medicine) or hold abbreviations with several
+# meanings ("min", "rev", "est", "no") that would join words a question keeps apart.
+_ABBREVIATIONS = {
+    "pax": "passenger", "qty": "quantity", "amt": "amount", "avg": "average", "pct": "percent",
+    "yr": "year", "yrs": "year", "hr": "hour", "hrs": "hour", "wk": "week", "wks": "week", "mth": "month",
+    "intl": "international", "int'l": "international", "govt": "government", "dept": "department",
+    "mfr": "manufacturer", "mfg": "manufacturing", "wt": "weight", "approx": "approximately", "ttl": "total",
+    "acct": "account",
+}
 
 
 def stem(word: str) -> str:
     """Crude plural/verb -s folding, so "produces" matches "produce" and "plants" matches "plant"; a
-    month's name folds to its abbreviation."""
+    month's name folds to its abbreviation, a header's abbreviation to its word ("Pax" to "passenger")."""
     if word in _MONTHS:
         return _MONTHS[word]
+    if word in _ABBREVIATIONS:
+        return _ABBREVIATIONS[word]
     if word.endswith(("'s", "’s")):
         word = word[:-2]
     if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")) and not word[-2].isdigit():
