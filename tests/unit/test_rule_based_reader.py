@@ -506,6 +506,20 @@ def test_figure_of_labels_only_counts_its_parts():
     assert reader.read("How many units of Gamma were sold, according to the pie?", _page(pie)) is None
 
 
+def test_a_pictures_words_read_whole_answer_only_as_a_short_label():
+    # a slide's title banner that layout analysis took for a picture: its OCR'd words are no answer
+    banner = Region("f", "figure", (0, 0, 726, 79),
+                    "The Integrated Approach\nHow blocks help in perfect phylogeny haplotyping.")
+    steps = Region("s", "text", (76, 164, 612, 185), "Partition the site set into overlapping contiguous blocks.")
+    reader = Reader(None)
+    reading = reader.read("What makes perfect phylogeny haplotyping hard?", _page(banner, steps))
+    assert reading is None or reading.region_id != "f"
+    # a short label still answers whole ("which connector is labelled at the bottom")
+    board = Region("b", "figure", (100, 100, 600, 500), "P17", "Figure 4-5. Power connector location")
+    reading = reader.read("Which power connector is shown in Figure 4-5?", _page(board))
+    assert reading is not None and reading.answer == "P17"
+
+
 def test_title_row_above_column_names_and_merged_row_labels():
     textfield = _table("t", [["textfield parameters", "", ""], ["Parameter", "Meaning", "Default"],
                              ["name", "the field's group name", "None"],

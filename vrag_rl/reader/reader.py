@@ -842,8 +842,11 @@ def _figure(region: Region, question: str, form: QuestionForm, context: str,
             structure |= {id(lb) for lb in (chart.x_title, chart.y_title) if lb is not None}
         lines = "\n".join(lb.text for lb in region.labels if charts.number(lb) is None and id(lb) not in structure) \
             if region.labels else region.text
-        out += _text(Region(region.region_id, "text", region.box, lines), question, form,
-                     f"{context} {caption}", kind="figure", ignore=ignore)
+        # a span read out of them answers (a value, a name, a code), and so does a short label whole; a longer run
+        # of a picture's words read whole is no answer (a slide's title banner, a diagram's labels in a row)
+        out += [c for c in _text(Region(region.region_id, "text", region.box, lines), question, form,
+                                 f"{context} {caption}", kind="figure", ignore=ignore)
+                if c.answer != c.evidence or len(c.answer.split()) <= SHORT_LINE]
     return out
 
 
