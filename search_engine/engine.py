@@ -27,6 +27,7 @@ from search_engine.index.fast_maxsim import FastParams
 from search_engine.index.manifest import Manifest, upgrade_message
 from search_engine.index.maxsim import MaxSimScorer
 from search_engine.lexical import BM25Channel, with_document_head
+from search_engine.named_document import SECOND_LOOK_DEPTH, document_heads, fuse_looks, residual_query
 from search_engine.page_layout import PageLayout
 from search_engine.regions import REGION_SUFFIX, LayoutUnavailable, RegionIndex, global_ranks, read_layout_file
 from search_engine.settings import EngineSettings
@@ -61,6 +62,8 @@ class _State:
     channels: dict[str, Any] = field(default_factory=dict)
     mtime: float = 0.0
     regions: RegionIndex | None = None  # every region of pages with a stored layout (None: no layouts)
+    heads: dict[str, frozenset[str]] = field(default_factory=dict)  # tokens of each document's head
+    doc_pages: dict[str, int] = field(default_factory=dict)  # pages of each document
 
 
 class SearchEngine:
@@ -77,11 +80,13 @@ class SearchEngine:
                  visual_embedder: Embedder | None = None, text_embedder: Embedder | None = None,
                  use_bm25: bool = True, rrf_k: int = RRF_K, channel_weights: dict[str, float] | None = None,
                  settings: EngineSettings | None = None, visual_backend: str | None = None,
-                 fast_params: FastParams | None = None, qdrant: dict[str, Any] | None = None):
+                 fast_params: FastParams | None = None, qdrant: dict[str, Any] | None = None,
+                 second_look: bool = True):
         """`settings`: the deployment's visual backend and Qdrant options (default: "auto", none; the entry
         points pass `EngineSettings.from_env()`: this class never reads the environment). `visual_backend`
         ("auto", "exact", "fast" or "qdrant") and `qdrant` (QdrantBackend options: location, collection,
-        api_key, ...) given here win over them. Multi-vector visual channels only."""
+        api_key, ...) given here win over them. Multi-vector visual channels only. `second_look`: ask a
+        question that names a document again of its pages without the naming words (`named_document`)."""
         settings = settings or EngineSettings()
         self.index_dir = Path(index_dir).resolve()
         self.visual_backend = visual_backend or settings.visual_backend
@@ -92,6 +97,7 @@ class SearchEngine:
         self.device = device
         self.use_bm25 = use_bm25
         self.rrf_k = rrf_k
+        self.second_look = second_look
         self.channel_weights = {**DEFAULT_CHANNEL_WEIGHTS, **(channel_weights or {})}
         self._lock = threading.Lock()
         self._state = self._build_state()
@@ -170,6 +176,8 @@ class SearchEngine:
                                          use_bm25="bm25" in state.channels)
         log.info("loaded %d pages (%s) in %.2fs", len(page_ids), ", ".join(state.channels),
                  time.perf_counter() - started)
+        state.heads, state.doc_pages = document_heads(
+            (r.doc_id, r.page_number, r.text) for r in (manifest.pages[p] for p in page_ids))
         return state
 
     def _exact_scorer(self, manifest: Manifest, counts: list[int], dim: int) -> MaxSimScorer:
@@ -214,10 +222,28 @@ class SearchEngine:
 
     def batch_search(self, queries: Sequence[str], top_k: int = 5, doc_ids: Sequence[str] | None = None,
                      channels: Sequence[str] | None = None) -> list[list[SearchHit]]:
-        """`channels` picks a subset of visual / text / bm25 (default: all the index has)."""
+        """`channels` picks a subset of visual / text / bm25 (default: all the index has). With `second_look`
+        (the default), a query that names the document of its best page is asked again of that document's
+        pages without the naming words, and the two rankings fused (`search_engine.named_document`)."""
         queries = [_check_query(q) for q in queries]
         if not 1 <= top_k <= MAX_TOP_K:
             raise ValueError(f"top_k must be between 1 and {MAX_TOP_K}")
+        if not self.second_look:
+            return self._search_once(queries, top_k, doc_ids, channels)
+        state = self._state
+        results = self._search_once(queries, max(top_k, SECOND_LOOK_DEPTH), doc_ids, channels)
+        for i, (query, hits) in enumerate(zip(queries, results)):
+            doc = hits[0].doc_id if hits else ""
+            rest = residual_query(query, state.heads.get(doc, frozenset())) if state.doc_pages.get(doc, 0) > 1 \
+                else None
+            second = self._search_once([rest], min(SECOND_LOOK_DEPTH, state.doc_pages[doc]), [doc],
+                                       channels)[0] if rest else []
+            results[i] = fuse_looks(hits, second, top_k, self.rrf_k)
+        return results
+
+    def _search_once(self, queries: list[str], top_k: int, doc_ids: Sequence[str] | None,
+                     channels: Sequence[str] | None) -> list[list[SearchHit]]:
+        """The channels' fused ranking of each query (no second look)."""
         state = self._state
         wanted = set(channels) if channels else set(state.channels)
         unknown = wanted - set(state.channels)
@@ -241,9 +267,11 @@ class SearchEngine:
             if channel == "text" and regions is not None and regions.dense is not None:
                 region_scores["text"] = regions.dense.score(query_vectors)
         if "bm25" in wanted:
-            channel_scores["bm25"] = state.channels["bm25"].score(queries)
+            pages = None if allowed is None else np.flatnonzero(allowed)  # a search inside documents reads theirs
+            channel_scores["bm25"] = state.channels["bm25"].score(queries, pages)
             if regions is not None and regions.bm25 is not None:
-                region_scores["bm25"] = regions.bm25.score(queries)
+                owners = None if allowed is None else np.flatnonzero(regions.region_mask(allowed))
+                region_scores["bm25"] = regions.bm25.score(queries, owners)
         return self._rank(state, channel_scores, len(queries), top_k, doc_ids, self._blind_channels(queries),
                           region_scores)
 

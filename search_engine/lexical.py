@@ -151,21 +151,32 @@ class BM25Channel:
         self._bm25 = BM25Okapi(tokenized) if tokenized else None
         self.has_text = any(t.strip() for t in texts)
 
-    def score(self, queries: Sequence[str]) -> np.ndarray:
+    def score(self, queries: Sequence[str], rows: np.ndarray | None = None) -> np.ndarray:
         """(queries, pages) BM25 scores; a question's function words of other languages than English count at
-        FUNCTION_WORD_WEIGHT."""
-        if self._bm25 is None:
+        FUNCTION_WORD_WEIGHT. `rows`: score only these pages (the others 0): rank_bm25 walks every page in
+        Python for each term, so a search inside one document (`named_document`) reads only its pages."""
+        bm25 = self._bm25
+        if bm25 is None:
             return np.zeros((len(queries), 0), np.float32)
-        rows = []
+
+        def scores(terms: list[str]) -> np.ndarray:
+            if rows is None:
+                return np.asarray(bm25.get_scores(terms), np.float32)
+            out = np.zeros(self.num_pages, np.float32)
+            if len(rows):
+                out[rows] = bm25.get_batch_scores(terms, rows.tolist())
+            return out
+
+        out = []
         for query in queries:
             tokens = tokenize(query)
             content = [t for t in tokens if t not in OTHER_LANGUAGE_FUNCTION_WORDS]
             function = [t for t in tokens if t in OTHER_LANGUAGE_FUNCTION_WORDS]
-            row = np.asarray(self._bm25.get_scores(content), np.float32)
+            row = scores(content)
             if function:
-                row += FUNCTION_WORD_WEIGHT * np.asarray(self._bm25.get_scores(function), np.float32)
-            rows.append(row)
-        return np.stack(rows)
+                row += FUNCTION_WORD_WEIGHT * scores(function)
+            out.append(row)
+        return np.stack(out)
 
 
 class PassageBM25:
@@ -179,11 +190,13 @@ class PassageBM25:
         self._bm25 = BM25Channel(flat)
         self.has_text = self._bm25.has_text
 
-    def score(self, queries: Sequence[str]) -> np.ndarray:
+    def score(self, queries: Sequence[str], owners: np.ndarray | None = None) -> np.ndarray:
         """(queries, owners) scores: the best passage's BM25 score of each owner (-inf for an owner without
-        passages)."""
-        flat = self._bm25.score(queries)
+        passages, and for every owner outside `owners` when given: only their passages are read)."""
+        rows = None if owners is None else np.flatnonzero(np.isin(self._owner, owners))
+        flat = self._bm25.score(queries, rows)
         best = np.full((len(queries), self.num_owners), -np.inf, np.float32)
+        read = slice(None) if rows is None else rows
         for q in range(len(queries)):
-            np.maximum.at(best[q], self._owner, flat[q])
+            np.maximum.at(best[q], self._owner[read], flat[q][read])
         return best

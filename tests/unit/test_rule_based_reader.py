@@ -1119,3 +1119,14 @@ def test_a_header_abbreviation_names_the_word_a_question_spells_out():
                          ["Southeast Asia", "276,197", "12,330"]], header_rows=1, header_cols=1)
     reading = Reader(None).read("How many passengers flew on Southeast Asia routes?", _page(table))
     assert reading is not None and reading.answer == "276,197"
+
+
+@pytest.mark.parametrize(("text", "question", "answer"), [
+    ("Workshop on Algorithms in Bioinformatics, 2006",
+     "At which workshop was the talk on SNP block partitioning given?", "Workshop on Algorithms in Bioinformatics"),
+    ("Published by the Ministry of Finance and Economic Affairs in 2020.", "Which ministry published the report?",
+     "Ministry of Finance and Economic Affairs"),
+])
+def test_a_name_that_starts_with_the_kind_asked_is_read_whole(text, question, answer):
+    # the kind's word, capitalised, then a preposition and the rest of the name: not "Algorithms" alone
+    assert answer_span(text, question, question_form(question))[0] == answer

@@ -326,7 +326,34 @@ def head_phrases(text: str, question: str) -> list[tuple[int, str]]:
         out = [*_named_before(text, tokens, stem(noun), nouns, asked)]  # printed after a name: the next word is
         if out:
             return out
+    for noun in head:
+        out = _named_after(text, noun, asked)
+        if out:
+            return out
     return []
+
+
+# A name that starts with its kind, capitalised, and goes on after a preposition ("Workshop on Algorithms in
+# Bioinformatics", "University of Tokyo", "Ministry of Finance"): the kind's word, a connector, capitalised words
+# joined by connectors. English, German, French, Spanish and Dutch connectors, as `_NAME` joins them.
+_CONNECTOR = r"(?:of|on|in|for|and|the|&|de|del|des|du|la|le|der|zu|für|van|voor)"
+
+
+def _named_after(text: str, noun: str, asked: set[str]) -> list[tuple[int, str]]:
+    """Spans of `text` that print the noun a "which X" question asks for, capitalised, as the first word of a
+    name that goes on after a connector ("which workshop" → "Workshop on Algorithms in Bioinformatics"), with
+    their offsets; the name must say something the question does not."""
+    if not noun[:1].isalpha():
+        return []
+    capital = r"[A-Z][\w'’&.-]*"
+    pattern = re.compile(rf"(?<![\w-]){re.escape(noun[:1].upper())}{re.escape(noun[1:])}\w{{0,2}}"
+                         rf"(?:\s+{_CONNECTOR})+\s+{capital}(?:\s+(?:{_CONNECTOR}\s+)*{capital})*")
+    out = []
+    for match in pattern.finditer(text):
+        phrase = match.group(0)
+        if set(content_terms(phrase)) - asked:
+            out.append((match.start(), phrase))
+    return out
 
 
 def _named_before(text: str, tokens: list[re.Match[str]], noun: str, nouns: set[str],
