@@ -1114,6 +1114,8 @@ def test_a_header_abbreviation_names_the_word_a_question_spells_out():
     from vrag_rl.reader.terms import content_terms
 
     assert content_terms("Pax Qty Intl Amt") == content_terms("passengers quantity international amount")
+    # a financial table's year column with its mark: "2024E" (estimated) is the year a question names
+    assert content_terms("2021A 2024E") == content_terms("2021 2024") and content_terms("FY2014") == ["fy2014"]
     table = _table("t", [["Route", "Pax", "Cargo Ton"],
                          ["Americas", "145,210", "9,104"],
                          ["Southeast Asia", "276,197", "12,330"]], header_rows=1, header_cols=1)

@@ -62,13 +62,20 @@ _ABBREVIATIONS = {
 }
 
 
+# A year as a financial table heads its column: estimated, actual, forecast or projected ("2024E", "2023A")
+_MARKED_YEAR = re.compile(r"(?:19|20)\d\d[eafp]")
+
+
 def stem(word: str) -> str:
     """Crude plural/verb -s folding, so "produces" matches "produce" and "plants" matches "plant"; a
-    month's name folds to its abbreviation, a header's abbreviation to its word ("Pax" to "passenger")."""
+    month's name folds to its abbreviation, a header's abbreviation to its word ("Pax" to "passenger"), a
+    year column's mark away ("2024E" to "2024")."""
     if word in _MONTHS:
         return _MONTHS[word]
     if word in _ABBREVIATIONS:
         return _ABBREVIATIONS[word]
+    if _MARKED_YEAR.fullmatch(word):  # a forecast's or a report's year column: "2024E" is the year 2024
+        return word[:4]
     if word.endswith(("'s", "’s")):
         word = word[:-2]
     if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")) and not word[-2].isdigit():
