@@ -1132,3 +1132,12 @@ def test_a_header_abbreviation_names_the_word_a_question_spells_out():
 def test_a_name_that_starts_with_the_kind_asked_is_read_whole(text, question, answer):
     # the kind's word, capitalised, then a preposition and the rest of the name: not "Algorithms" alone
     assert answer_span(text, question, question_form(question))[0] == answer
+
+
+def test_a_data_sheets_charge_unit_keeps_its_row():
+    # "100Ah" read as "100" cut out of its token was no answer, and the row below ("3.2V") answered instead
+    assert [v.text for v in values_in("100Ah, 50 mAh, 160 Wh/kg")] == ["100Ah", "50 mAh", "160 Wh/kg"]
+    sheet = _table("t", [["项目 Item", "规格 Specification"], ["额定容量 Nominal Capacity", "100Ah"],
+                         ["额定电压 Nominal Voltage", "3.2V"]], header_rows=1, header_cols=1)
+    reading = Reader(None).read("What is the nominal capacity?", _page(sheet))
+    assert reading is not None and reading.answer == "100Ah"

@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# units of measure as data sheets, manuals and labels print them (frequency, voltage, current, data rate, dose,
-# pressure, sound level), before the shorter units they begin with ("mg/m2" before "mg")
-_UNITS = ("[kmgt]?hz|[kmg]?bit/s|[kmg]b/s|[kmg]?bps|vdc|vac|[mk]?v|amps?|ma|ohms?|[kmg]?Ω|dbm|db|dpi|fps|rpm|psi|"
+# units of measure as data sheets, manuals and labels print them (frequency, voltage, current, charge, energy
+# density, data rate, dose, pressure, sound level), before the shorter units they begin with ("mg/m2" before "mg")
+_UNITS = ("[kmgt]?hz|[kmg]?bit/s|[kmg]b/s|[kmg]?bps|vdc|vac|[mk]?v|amps?|[mk]?ah|ma|ohms?|[kmg]?Ω|dbm|db|dpi|fps|rpm|"
+          "psi|wh/kg|wh/l|w/kg|"
           "[km]?pa|mg/m2|mg/m²|mg/kg|µg|μg|mcg|iu|mmol|lbs?|oz|sq ?ft|ft|"
           "%|percent|per ?cent|million|billion|thousand|trillion|mn|bn|k|[kmgt]wh?|[kmgt]w|gbps|mbps|tbps|[kmgt]b|"
           "km|cm|mm|m|kg|mg|g|t|ml|l|tonnes?|tons?|mph|km/h|°c|°f|usd|eur|gbp|cny|rmb|jpy|dollars?|euros?|pounds?|"
