@@ -1141,3 +1141,12 @@ def test_a_data_sheets_charge_unit_keeps_its_row():
                          ["额定电压 Nominal Voltage", "3.2V"]], header_rows=1, header_cols=1)
     reading = Reader(None).read("What is the nominal capacity?", _page(sheet))
     assert reading is not None and reading.answer == "100Ah"
+
+
+@pytest.mark.parametrize(("question", "answer"), [
+    ("By how much did operating income change?", "10%"),  # income is money; its change may be a rate
+    ("How much did revenue increase in 2022?", "10%"),
+    ("How much income did the company report?", "$5 bn"),
+])
+def test_a_change_is_read_as_an_amount_or_a_rate(question, answer):
+    assert answer_span("Operating income rose 10% to $5 bn", question, question_form(question))[0] == answer

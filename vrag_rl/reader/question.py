@@ -110,6 +110,12 @@ class QuestionForm:
         return True
 
 
+# A question about how much a quantity changed: a report prints the change as an amount or as a rate ("(5)%",
+# "up 10%"), whatever the quantity's own kind ("income" is money, its change may be a percentage)
+_CHANGE = re.compile(r"\bby how much\b|\bhow much (?:did|has|have|does|do|will|would)\b.*\b(?:chang|increas|decreas|"
+                     r"ris|rose|fall|fell|grow|grew|declin|drop|jump|gain|los)", re.IGNORECASE)
+
+
 _X_AXIS = re.compile(r"\b(x|horizontal|category|categories)[- ]?axis\b|横轴|横坐标|[xX]\s?轴", re.I)
 _Y_AXIS = re.compile(r"\b(y|vertical)[- ]?axis\b|纵轴|纵坐标|[yY]\s?轴", re.I)
 _VALUE_AXIS = re.compile(r"\bvalue[- ]?axis\b|\bticks?\b|\bscale\b|刻度", re.I)
@@ -313,6 +319,8 @@ def question_form(question: str, titles: str = "") -> QuestionForm:
                 break
         if not kind and has_cjk(q):
             kind = "percent" if _PERCENT_CJK.search(q) else "money" if _MONEY_CJK.search(q) else ""
+        if kind == "money" and _CHANGE.search(q):  # "by how much did income change": by an amount or a rate
+            kind = ""
     return QuestionForm(quantity=quantity, time=time, superlative=superlative, entity=entity, kind=kind,
                         figure=bool(_FIGURE.search(q)), yes_no=bool(_YES_NO.match(q)),
                         asks_amount=bool(_QUANTITY_PHRASE.search(q)), identifier="" if time or quantity else identifier)
