@@ -25,15 +25,14 @@ from search_engine.types import SearchHit
 # How deep the first look reads (pages) before the two rankings are fused: a page of the named document
 # ranked below the top_k the caller asked for can still come up.
 SECOND_LOOK_DEPTH = 20
-# The question without the document's name must keep at least this many of its words (function words aside)
-# and this share of them: a
-# question about the head itself ("who is the editor of the TeX Live Guide?") has nothing left to ask the
+# The question without the document's name must keep at least this many of its words (function words aside):
+# a question about the head itself ("who is the editor of the TeX Live Guide?") has nothing left to ask the
 # other pages.
 MIN_RESIDUAL_TOKENS = 3
 # A question names a document by two of its head's words at least ("Chang and Zakhor", "CHI 2013"): one word
 # ("report") is as likely a word of the question that some document's title happens to hold.
 MIN_NAMING_TOKENS = 2
-MIN_RESIDUAL_SHARE = 0.0
+_FUNCTION_WORDS = STOPWORDS | OTHER_LANGUAGE_FUNCTION_WORDS  # "the", "of", "der": they name no document
 
 
 def document_heads(pages: Iterable[tuple[str, int, str]]) -> tuple[dict[str, frozenset[str]], dict[str, int]]:
@@ -49,8 +48,6 @@ def document_heads(pages: Iterable[tuple[str, int, str]]) -> tuple[dict[str, fro
     return heads, count
 
 
-_FUNCTION_WORDS = STOPWORDS | OTHER_LANGUAGE_FUNCTION_WORDS  # "the", "of", "der": they name no document
-
 
 def _words(text: str) -> set[str]:
     """The tokens of `text` that can name something: no function word, no lone letter (the "s" of "Zakhor's")."""
@@ -60,17 +57,14 @@ def _words(text: str) -> set[str]:
 def residual_query(query: str, head: frozenset[str]) -> str | None:
     """The query without the words that name the document (every token of the word in its head, function
     words aside: they name nothing), or None where it names fewer than MIN_NAMING_TOKENS of them or keeps too
-    little of its own to ask (MIN_RESIDUAL_TOKENS, MIN_RESIDUAL_SHARE)."""
+    little of its own to ask (MIN_RESIDUAL_TOKENS)."""
     words = re.findall(r"\S+", query)
     kept = [w for w in words if not (tokens := _words(w)) or not tokens <= head]
     naming = _words(" ".join(w for w in words if w not in kept))
     if len(naming) < MIN_NAMING_TOKENS:
         return None
     rest = " ".join(kept)
-    left, total = len(_words(rest)), len(_words(query))
-    if left < MIN_RESIDUAL_TOKENS or left < MIN_RESIDUAL_SHARE * total:
-        return None
-    return rest
+    return rest if len(_words(rest)) >= MIN_RESIDUAL_TOKENS else None
 
 
 def fuse_looks(first: Sequence[SearchHit], second: Sequence[SearchHit], top_k: int, k: int) -> list[SearchHit]:
