@@ -52,13 +52,12 @@ MONTH_TERMS = frozenset(_MONTHS.values())  # a month as `content_terms` gives it
 # The abbreviations a table's header or a form's label prints for a word a question spells out ("Pax" for
 # passengers, "Qty" for quantity, "Intl" for international), each one word with one meaning in any trade.
 # By hand: the published lists are of one trade (aviation, medicine) or hold abbreviations with several
-# meanings ("min", "rev", "est", "no") that would join words a question keeps apart.
+# meanings ("min", "rev", "est", "no", "HR", "wt", "TTL") that would join words a question keeps apart.
 _ABBREVIATIONS = {
     "pax": "passenger", "qty": "quantity", "amt": "amount", "avg": "average", "pct": "percent",
-    "yr": "year", "yrs": "year", "hr": "hour", "hrs": "hour", "wk": "week", "wks": "week", "mth": "month",
+    "yr": "year", "yrs": "year", "hrs": "hour", "wk": "week", "wks": "week", "mth": "month",
     "intl": "international", "int'l": "international", "govt": "government", "dept": "department",
-    "mfr": "manufacturer", "mfg": "manufacturing", "wt": "weight", "approx": "approximately", "ttl": "total",
-    "acct": "account",
+    "mfr": "manufacturer", "mfg": "manufacturing", "approx": "approximately", "acct": "account",
 }
 
 
