@@ -27,7 +27,7 @@ from search_engine.index.fast_maxsim import FastParams
 from search_engine.index.manifest import Manifest, upgrade_message
 from search_engine.index.maxsim import MaxSimScorer
 from search_engine.lexical import BM25Channel, with_document_head
-from search_engine.named_document import SECOND_LOOK_DEPTH, document_heads, fuse_looks, residual_query
+from search_engine.named_document import SECOND_LOOK_DEPTH, fuse_looks, head_terms, residual_query
 from search_engine.page_layout import PageLayout
 from search_engine.regions import REGION_SUFFIX, LayoutUnavailable, RegionIndex, global_ranks, read_layout_file
 from search_engine.settings import EngineSettings
@@ -62,8 +62,7 @@ class _State:
     channels: dict[str, Any] = field(default_factory=dict)
     mtime: float = 0.0
     regions: RegionIndex | None = None  # every region of pages with a stored layout (None: no layouts)
-    heads: dict[str, frozenset[str]] = field(default_factory=dict)  # tokens of each document's head
-    doc_pages: dict[str, int] = field(default_factory=dict)  # pages of each document
+    heads: dict[str, frozenset[str]] = field(default_factory=dict)  # tokens that name each document
 
 
 class SearchEngine:
@@ -162,12 +161,11 @@ class SearchEngine:
             else:
                 flat = np.concatenate(vectors[channel]) if vectors[channel] else np.zeros((0, dim), np.float32)
                 state.channels[channel] = DenseChannel(flat)
-        if self.use_bm25:
-            records = [manifest.pages[p] for p in page_ids]
-            texts = [r.text for r in records]
-            if any(t.strip() for t in texts):
-                state.channels["bm25"] = BM25Channel(with_document_head(
-                    texts, [r.doc_id for r in records], [r.page_number for r in records]))
+        records = [manifest.pages[p] for p in page_ids]
+        texts, docs, numbers = [r.text for r in records], [r.doc_id for r in records], [r.page_number for r in records]
+        state.heads = head_terms(texts, docs, numbers)
+        if self.use_bm25 and any(t.strip() for t in texts):
+            state.channels["bm25"] = BM25Channel(with_document_head(texts, docs, numbers))
         if not manifest.has_layouts and manifest.documents:
             log.warning(upgrade_message(self.index_dir))
         text_spec = manifest.spec("text")
@@ -176,8 +174,6 @@ class SearchEngine:
                                          use_bm25="bm25" in state.channels)
         log.info("loaded %d pages (%s) in %.2fs", len(page_ids), ", ".join(state.channels),
                  time.perf_counter() - started)
-        state.heads, state.doc_pages = document_heads(
-            (r.doc_id, r.page_number, r.text) for r in (manifest.pages[p] for p in page_ids))
         return state
 
     def _exact_scorer(self, manifest: Manifest, counts: list[int], dim: int) -> MaxSimScorer:
@@ -233,11 +229,11 @@ class SearchEngine:
         state = self._state
         results = self._search_once(queries, max(top_k, SECOND_LOOK_DEPTH), doc_ids, channels)
         for i, (query, hits) in enumerate(zip(queries, results)):
-            doc = hits[0].doc_id if hits else ""
-            rest = residual_query(query, state.heads.get(doc, frozenset())) if state.doc_pages.get(doc, 0) > 1 \
-                else None
-            second = self._search_once([rest], min(SECOND_LOOK_DEPTH, state.doc_pages[doc]), [doc],
-                                       channels)[0] if rest else []
+            entry = state.manifest.documents.get(hits[0].doc_id) if hits else None
+            pages = len(entry.page_ids) if entry is not None else 0
+            rest = residual_query(query, state.heads.get(entry.doc_id, frozenset())) if entry and pages > 1 else None
+            second = self._search_once([rest], min(SECOND_LOOK_DEPTH, pages), [entry.doc_id],
+                                       channels)[0] if entry and rest else []
             results[i] = fuse_looks(hits, second, top_k, self.rrf_k)
         return results
 

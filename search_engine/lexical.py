@@ -129,6 +129,15 @@ def with_document_head(texts: Sequence[str], doc_ids: Sequence[str], page_number
     rest of the question the page (the title field of field-weighted retrieval). The first page, which prints
     its head already, and documents of one page are left as they are: a second copy would count the title twice
     there and give the title page back the lead on every question that names the document."""
+    heads, first, count = document_heads(texts, doc_ids, page_numbers)
+    return [f"{text} {heads[doc]}" if count[doc] > 1 and heads[doc] and number != first[doc] else text
+            for text, doc, number in zip(texts, doc_ids, page_numbers)]
+
+
+def document_heads(texts: Sequence[str], doc_ids: Sequence[str], page_numbers: Sequence[int]
+                   ) -> tuple[dict[str, str], dict[str, int], dict[str, int]]:
+    """(each document's head: the first DOCUMENT_HEAD_WORDS words of its first page, the number of that page,
+    how many pages it has), from each page's text, document and page number."""
     first: dict[str, tuple[int, str]] = {}
     count: dict[str, int] = {}
     for text, doc, number in zip(texts, doc_ids, page_numbers):
@@ -136,8 +145,7 @@ def with_document_head(texts: Sequence[str], doc_ids: Sequence[str], page_number
         if doc not in first or number < first[doc][0]:
             first[doc] = (number, text)
     heads = {doc: " ".join(text.split()[:DOCUMENT_HEAD_WORDS]) for doc, (_, text) in first.items()}
-    return [f"{text} {heads[doc]}" if count[doc] > 1 and heads[doc] and number != first[doc][0] else text
-            for text, doc, number in zip(texts, doc_ids, page_numbers)]
+    return heads, {doc: number for doc, (number, _) in first.items()}, count
 
 
 class BM25Channel:

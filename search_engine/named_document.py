@@ -10,16 +10,16 @@ reciprocal rank (the first keeps the documents apart, the second orders the name
 retrieval pipeline's re-ranking step (llama-index's node postprocessors, a cross-encoder) would need a
 model this CPU path does not have; this needs only the index's own channels.
 
-Which words name a document: those of its head (the first `DOCUMENT_HEAD_WORDS` words of its first page, its
+Which words name a document: those of its head (the first `lexical.DOCUMENT_HEAD_WORDS` words of its first page, its
 title and authors, as BM25 reads it: `lexical.with_document_head`). The second look is taken only where
 the question prints some of them and keeps enough words of its own (`residual_query`).
 """
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
-from search_engine.lexical import DOCUMENT_HEAD_WORDS, OTHER_LANGUAGE_FUNCTION_WORDS, STOPWORDS, tokenize
+from search_engine.lexical import OTHER_LANGUAGE_FUNCTION_WORDS, STOPWORDS, document_heads, tokenize
 from search_engine.types import SearchHit
 
 # How deep the first look reads (pages) before the two rankings are fused: a page of the named document
@@ -35,18 +35,11 @@ MIN_NAMING_TOKENS = 2
 _FUNCTION_WORDS = STOPWORDS | OTHER_LANGUAGE_FUNCTION_WORDS  # "the", "of", "der": they name no document
 
 
-def document_heads(pages: Iterable[tuple[str, int, str]]) -> tuple[dict[str, frozenset[str]], dict[str, int]]:
-    """(tokens of each document's head, pages of each document) from (doc id, page number, text) triples."""
-    first: dict[str, tuple[int, str]] = {}
-    count: dict[str, int] = {}
-    for doc, number, text in pages:
-        count[doc] = count.get(doc, 0) + 1
-        if doc not in first or number < first[doc][0]:
-            first[doc] = (number, text)
-    heads = {doc: frozenset(tokenize(" ".join(text.split()[:DOCUMENT_HEAD_WORDS]))) - _FUNCTION_WORDS
-             for doc, (_, text) in first.items()}
-    return heads, count
-
+def head_terms(texts: Sequence[str], doc_ids: Sequence[str], page_numbers: Sequence[int]) -> dict[str, frozenset[str]]:
+    """The tokens that can name each document: those of its head (`lexical.document_heads`), function words
+    aside."""
+    heads, _, _ = document_heads(texts, doc_ids, page_numbers)
+    return {doc: frozenset(tokenize(head)) - _FUNCTION_WORDS for doc, head in heads.items()}
 
 
 def _words(text: str) -> set[str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from search_engine.lexical import tokenize
-from search_engine.named_document import document_heads, fuse_looks, residual_query
+from search_engine.named_document import fuse_looks, head_terms, residual_query
 from search_engine.types import SearchHit
 
 HEAD = frozenset(tokenize("Disk-Based Storage for Scalable Video. Ed Chang and Avideh Zakhor, Member, IEEE"))
@@ -32,9 +32,8 @@ def test_no_second_look_without_a_name_or_without_a_question_left(question):
 
 
 def test_heads_are_the_first_pages_first_words_without_function_words():
-    heads, pages = document_heads([("d", 2, "Results of the study"), ("d", 1, "The Title of the Paper"),
-                                   ("e", 1, "Another one")])
-    assert heads["d"] == {"title", "paper"} and pages == {"d": 2, "e": 1}
+    heads = head_terms(["Results of the study", "The Title of the Paper", "Another one"], ["d", "d", "e"], [2, 1, 1])
+    assert heads == {"d": {"title", "paper"}, "e": {"another", "one"}}
 
 
 def _hit(page_id: str, rank: int) -> SearchHit:

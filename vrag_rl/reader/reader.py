@@ -143,7 +143,7 @@ class Reader:
         regions = [r for r in all_regions if within is None or intersects(r.box, within)]
         parents = _outline_parents(layout.regions)
         lead_ins = {text.strip() for texts in parents.values() for text in texts
-                    if text.rstrip()[-1:] in _LEAD_IN_END and _POINTS_AHEAD.search(text)}
+                    if _ends_on_colon(text) and _POINTS_AHEAD.search(text)}
         position = lists.ordinal(question)
         if position is not None:  # a position in a list: only a list's item answers, or nothing
             candidates = _list_items(position, layout.regions, parents)
@@ -186,7 +186,7 @@ class Reader:
                 return False  # a number printed alone says nothing of what it counts: its row says (`rows`)
             if candidate.evidence.strip() in lead_ins:
                 return False  # "run the following command:" points at the answer; the lines it heads hold it
-            if candidate.answer == candidate.evidence and candidate.evidence.rstrip()[-1:] in _LEAD_IN_END:
+            if candidate.answer == candidate.evidence and _ends_on_colon(candidate.evidence):
                 return False  # a whole line ending in a colon is a label ("Translated by:"): what follows answers
             # a list that only names what is asked about among others says nothing of it
             return not (candidate.answer == candidate.evidence and _names_one_item(candidate.answer, all_terms))
@@ -580,6 +580,11 @@ def _cover(layout: PageLayout) -> list[Region]:
 
 
 _LEAD_IN_END = ":："
+
+
+def _ends_on_colon(text: str) -> bool:
+    """Whether a line ends on a colon (Latin or full-width): a lead-in or a label, what follows says it."""
+    return text.rstrip()[-1:] in _LEAD_IN_END
 # A lead-in that points at what follows instead of saying it ("run the following command:", 以下のコマンド, 如下):
 # the lines it heads hold the answer. Other lead-ins often state it ("Prosper offers seven transitions:").
 _POINTS_AHEAD = re.compile(r"\b(?:following|below|as follows)\b|以下|下列|如下|下面|\bfolgende[nmrs]?\b|\bnachstehend|"
@@ -635,7 +640,7 @@ def _outline_parents(regions: list[Region]) -> dict[str, list[str]]:
             continue
         if stack and not 0 <= region.box[1] - stack[-1][0].box[3] + tol <= 2 * line + tol:
             stack = []  # not the next line down (a new column or block, labels scattered over a diagram)
-        lead_in = region.text.rstrip()[-1:] in _LEAD_IN_END
+        lead_in = _ends_on_colon(region.text)
         while stack and _outline_ends(*stack[-1], region, lead_in, tol):
             stack.pop()
         if stack:
@@ -654,7 +659,7 @@ def _labelled_lines(regions: list[Region]) -> dict[str, str]:
     texts = [r for r in regions if r.kind in ("text", "list") and r.text.strip()]
     for above, below in zip(texts, texts[1:]):
         one_line = "\n" not in above.text.strip() and above.box[3] - above.box[1] <= 1.5 * line
-        if one_line and above.text.rstrip()[-1:] in _LEAD_IN_END and 0 <= below.box[1] - above.box[3] <= 2 * line:
+        if one_line and _ends_on_colon(above.text) and 0 <= below.box[1] - above.box[3] <= 2 * line:
             out[below.region_id] = above.text.strip()
     return out
 
@@ -744,7 +749,7 @@ def _text(region: Region, question: str, form: QuestionForm, context: str, kind:
     around = f"{context} {region.caption}"
     previous = before
     box_terms = terms_of(region.text) if _fact_box(region.text) else set()
-    label = label or (before.strip() if before.rstrip()[-1:] in _LEAD_IN_END else "")
+    label = label or (before.strip() if _ends_on_colon(before) else "")
     for index, sentence in enumerate(spans.sentences_of(region.text)):
         # a printed field whose key the question names by another ending ("Location:" for "located") has it;
         # so does the line a label heads ("Translated by:" over the translators' names)
